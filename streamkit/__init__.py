@@ -1,0 +1,18 @@
+"""streamkit: stream processing for Python on Kafka — typed topics, async agents, tables."""
+from .agents.agent import Agent
+from .app import App
+from .codecs import Codec, JsonCodec, RawCodec, StrCodec
+from .errors import BrokerUnavailable, ConfigurationError, DecodeError, StreamkitError, TopicMismatch, WorkerStopped
+from .models.record import Record
+from .runtime.progress import Event
+from .settings import Settings
+from .streams.stream import Stream
+from .timers import Clock
+from .topics import Topic
+from .version import __version__
+
+__all__ = [
+    "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "Event",
+    "JsonCodec", "RawCodec", "Record", "Settings", "StrCodec", "Stream", "StreamkitError", "Topic",
+    "TopicMismatch", "WorkerStopped", "__version__",
+]

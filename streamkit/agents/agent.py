@@ -1,0 +1,201 @@
+"""Agents: supervised async functions over a stream, with sinks, concurrency and request/reply.
+
+A failing agent is restarted; the record it failed on is retried ``agent_retries`` times and
+then handed to the error policy (dead-letter topic by default), so one poison record can
+neither kill the worker nor stall its partition.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import operator
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from ..runtime.progress import Event, Subscriber
+from ..streams.stream import Stream
+from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..runtime.worker import Runtime
+    from ..topics import Topic
+
+log = logging.getLogger("streamkit.agent")
+
+AgentFun = Callable[[Stream], Any]
+
+
+class Agent:
+    """An ``@app.agent`` function bound to its input topic."""
+
+    def __init__(self, app: "App", fun: AgentFun, topic: "Topic", *, name: str, concurrency: int = 1,
+                 sink: Iterable[Any] | None = None) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.app = app
+        self.fun = fun
+        self.topic = topic
+        self.name = name
+        self.concurrency = concurrency
+        self.sinks = list(sink or [])
+        self.is_generator = inspect.isasyncgenfunction(fun)
+        self.restarts = 0
+        self._runtime: "Runtime | None" = None
+        self._tasks: list[asyncio.Task] = []
+        self._repartitions: dict[tuple[str, int], Stream] = {}
+        self._internal_subscribers: dict[str, Subscriber] = {}
+        self._forwarders: list[asyncio.Task] = []
+        self.__doc__ = fun.__doc__
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name} topic={self.topic.name} concurrency={self.concurrency}>"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _subscriber(self, topic: "Topic") -> Subscriber:
+        assert self._runtime is not None
+        subscriber = Subscriber(f"{self.name}:{topic.name}", self._runtime.conf.stream_buffer_batches)
+        self._runtime.router.subscribe(topic, subscriber)
+        return subscriber
+
+    def start(self, runtime: "Runtime") -> None:
+        self._runtime = runtime
+        subscriber = self._subscriber(self.topic)
+        for i in range(self.concurrency):
+            stream = Stream(subscriber, topic=self.topic, owner=self)
+            self._tasks.append(asyncio.create_task(self._supervise(stream), name=f"agent:{self.name}:{i}"))
+
+    async def stop(self) -> None:
+        tasks = self._tasks + self._forwarders
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks, self._forwarders, self._repartitions, self._internal_subscribers = [], [], {}, {}
+
+    # -- supervision ----------------------------------------------------------------------------
+
+    async def _supervise(self, stream: Stream, body: Callable[[Stream], Any] | None = None) -> None:
+        retries: dict[tuple[str, int, int], int] = {}
+        while True:
+            try:
+                if body is not None:
+                    await body(stream)
+                elif self.is_generator:
+                    async for output in self.fun(stream):
+                        await self._emit(output, stream.current_event)
+                else:
+                    await self.fun(stream)
+                log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)
+                await asyncio.sleep(0.1)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.restarts += 1
+                held = stream.held_events()
+                if not held:
+                    log.exception("agent %s crashed outside a record; restarting", self.name)
+                    await asyncio.sleep(0.1)
+                    continue
+                first = held[0]
+                key = (first.topic, first.partition, first.offset)
+                retries[key] = attempt = retries.get(key, 0) + 1
+                log.exception("agent %s failed on %s[%d]@%d (attempt %d)", self.name, first.topic,
+                              first.partition, first.offset, attempt)
+                if attempt <= self.app.conf.agent_retries:
+                    stream.redeliver_held()
+                    continue
+                retries.pop(key, None)
+                assert self._runtime is not None
+                for event in held:
+                    await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
+                stream.ack_held()
+
+    async def _emit(self, value: Any, event: Event | None) -> None:
+        """Send an agent's output to its sinks, and to the asker when the input was a request."""
+        key = event.key if event is not None else None
+        for sink in self.sinks:
+            if isinstance(sink, Agent):
+                await sink.send(key=key, value=value)
+            elif hasattr(sink, "send") and hasattr(sink, "value_codec"):
+                await sink.send(key=key, value=value)
+            else:
+                result = sink(value)
+                if inspect.isawaitable(result):
+                    await result
+        if event is not None and event.headers:
+            reply_to = event.header(HEADER_REPLY_TO)
+            if reply_to is not None:
+                await self.app.replies.reply(reply_to.decode(), event.header(HEADER_CORRELATION), value)
+
+    # -- sending to the agent -------------------------------------------------------------------
+
+    async def send(self, key: Any = None, value: Any = None, *, headers: Any = None, partition: int | None = None) -> asyncio.Future:
+        """Queue a record for this agent's topic; await the future for delivery."""
+        return await self.topic.send(key=key, value=value, headers=headers, partition=partition)
+
+    async def cast(self, value: Any = None, *, key: Any = None, headers: Any = None) -> None:
+        """Fire and forget."""
+        await self.topic.send(key=key, value=value, headers=headers)
+
+    async def ask(self, value: Any = None, *, key: Any = None, timeout: float = 30.0, reply_type: Any = None) -> Any:
+        """Send a request and wait for the value the agent yields while processing it."""
+        return await self.app.replies.ask(self.topic, key, value, timeout=timeout, reply_type=reply_type)
+
+    # -- group_by / through ---------------------------------------------------------------------
+
+    def repartition(self, source: Stream, key: Any, *, name: str | None, partitions: int | None,
+                    key_type: Any, value_type: Any) -> Stream:
+        if isinstance(key, str):
+            field, key_fn = key, operator.attrgetter(key)
+        elif hasattr(key, "__get__") and hasattr(key, "__name__") and not callable(key):
+            field, key_fn = key.__name__, operator.attrgetter(key.__name__)  # Record.field
+        elif callable(key):
+            if name is None:
+                raise ValueError("group_by with a function needs name=")
+            field, key_fn = name, key
+        else:
+            raise TypeError(f"group_by key must be a field or a function, not {key!r}")
+        topic_name = f"{self.app.id}-{self.name}-{name or field}-repartition"
+        if key_type is None and field and isinstance(source.topic.value_type, type):
+            key_type = getattr(source.topic.value_type, "__annotations__", {}).get(field)
+            key_type = key_type if isinstance(key_type, type) else None
+        return self._forwarding_stream(
+            source, topic_name, lambda event: key_fn(event.value), partitions=partitions or self._partitions(source),
+            key_type=key_type, value_type=value_type or source.topic.value_type,
+        )
+
+    def through(self, source: Stream, topic: "Topic | str") -> Stream:
+        if isinstance(topic, str):
+            topic = self.app.topic(topic, key_type=source.topic.key_type, value_type=source.topic.value_type)
+        return self._forwarding_stream(source, topic.name, lambda event: event.key, topic=topic)
+
+    def _partitions(self, source: Stream) -> int:
+        return source.topic.partitions or self.app.conf.topic_partitions
+
+    def _forwarding_stream(self, source: Stream, topic_name: str, key_of: Callable[[Event], Any], *,
+                           topic: "Topic | None" = None, **topic_kwargs: Any) -> Stream:
+        """A stream over ``topic_name``, fed by a supervised task forwarding ``source`` there.
+
+        Cached per (name, source cursor): a restarted agent body re-attaches instead of
+        forwarding twice; with concurrency each instance forwards its own share.
+        """
+        cache_key = (topic_name, id(source))
+        existing = self._repartitions.get(cache_key)
+        if existing is not None:
+            return existing
+        if topic is None:
+            topic = self.app.topics.get(topic_name) or self.app.topic(topic_name, internal=True, **topic_kwargs)
+        target = topic
+
+        async def forward(stream: Stream) -> None:
+            async for event in stream.events():
+                await target.send(key=key_of(event), value=event.value, headers=event.headers or None)
+
+        self._forwarders.append(asyncio.create_task(self._supervise(source, body=forward), name=f"forward:{topic_name}"))
+        subscriber = self._internal_subscribers.get(topic_name)
+        if subscriber is None:
+            subscriber = self._internal_subscribers[topic_name] = self._subscriber(topic)
+        stream = Stream(subscriber, topic=topic, owner=self)
+        self._repartitions[cache_key] = stream
+        return stream

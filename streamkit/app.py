@@ -1,0 +1,194 @@
+"""``App``: where topics, agents and timers are declared, and the handle that runs them."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, AsyncIterator, Callable, Iterable
+
+from .agents.agent import Agent
+from .agents.replies import Replies
+from .errors import ConfigurationError
+from .settings import Settings
+from .timers import Clock, Timer, Timers
+from .topics import Topic
+from .transport import Driver, Producer, create_driver
+
+log = logging.getLogger("streamkit.app")
+
+
+class App:
+    """A stream-processing application: ``app = streamkit.App("orders", broker="kafka://...")``.
+
+    The id names the consumer group and prefixes every internal topic. Any ``Settings`` field
+    can be passed as a keyword and overridden by ``STREAMKIT_<FIELD>`` in the environment.
+    """
+
+    def __init__(self, id: str, *, clock: Clock | None = None, **settings: Any) -> None:
+        if not id or any(c.isspace() for c in id):
+            raise ConfigurationError(f"app id {id!r} must be non-empty without spaces")
+        self.id = id
+        self.conf = Settings.from_env(**settings)
+        self.clock = clock or Clock()
+        self.topics: dict[str, Topic] = {}
+        self.agents: dict[str, Agent] = {}
+        self.timers: list[Timer] = []
+        self.replies = Replies(self)
+        self.runtime: Any = None
+        self._timers: Timers | None = None
+        self._driver: Driver | None = None
+        self._client_producer: Producer | None = None
+        self._producer_lock: asyncio.Lock | None = None
+        self.dlq_topic_name = self.conf.dlq_topic or f"{id}-dlq"
+        self.leader_topic = Topic(self, f"{id}-__leader", partitions=1, internal=True)
+        self.reply_topic = Topic(self, f"{id}-replies", partitions=1, internal=True)
+
+    def __repr__(self) -> str:
+        return f"<App {self.id!r} broker={self.conf.broker} driver={self.conf.driver}>"
+
+    # -- declarations ---------------------------------------------------------------------------
+
+    def topic(self, name: str, *, key_type: Any = None, value_type: Any = None, partitions: int | None = None,
+              replicas: int | None = None, config: dict[str, str] | None = None, key_serializer: Any = None,
+              value_serializer: Any = None, internal: bool = False) -> Topic:
+        """Declare a topic; it is created at worker start if missing (and checked if present)."""
+        if name in self.topics:
+            existing = self.topics[name]
+            if partitions is not None and existing.partitions not in (None, partitions):
+                raise ConfigurationError(f"topic {name!r} declared twice with different partition counts")
+            return existing
+        topic = Topic(self, name, key_type=key_type, value_type=value_type, partitions=partitions, replicas=replicas,
+                      config=config, key_serializer=key_serializer, value_serializer=value_serializer, internal=internal)
+        self.topics[name] = topic
+        return topic
+
+    def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
+              sink: Iterable[Any] | None = None) -> Callable[[Callable[..., Any]], Agent]:
+        """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent.
+
+        Without a channel the agent gets its own topic ``<app-id>-<name>``.
+        """
+
+        def decorate(fun: Callable[..., Any]) -> Agent:
+            agent_name = name or fun.__name__
+            if agent_name in self.agents:
+                raise ConfigurationError(f"agent {agent_name!r} is defined twice")
+            if channel is None:
+                topic = self.topic(f"{self.id}-{agent_name}")
+            elif isinstance(channel, str):
+                topic = self.topic(channel)
+            else:
+                topic = channel
+            agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink)
+            self.agents[agent_name] = agent
+            return agent
+
+        return decorate
+
+    def timer(self, interval: float, *, on_leader: bool = False, name: str | None = None) -> Callable[[Any], Any]:
+        """Run ``async def fn()`` every ``interval`` seconds while the worker runs."""
+
+        def decorate(fun: Any) -> Any:
+            self.timers.append(Timer(fun, interval=interval, on_leader=on_leader, name=name))
+            return fun
+
+        return decorate
+
+    def crontab(self, cron: str, *, timezone: Any = None, on_leader: bool = False, name: str | None = None) -> Callable[[Any], Any]:
+        """Run ``async def fn()`` on a cron schedule (croniter syntax, UTC unless ``timezone``)."""
+
+        def decorate(fun: Any) -> Any:
+            self.timers.append(Timer(fun, cron=cron, timezone=timezone, on_leader=on_leader, name=name))
+            return fun
+
+        return decorate
+
+    def all_topics(self) -> list[Topic]:
+        """Every topic the worker needs: declared, agents', internal (DLQ, leader, replies)."""
+        topics = dict(self.topics)
+        for agent in self.agents.values():
+            topics.setdefault(agent.topic.name, agent.topic)
+        for topic in (self.leader_topic, self.reply_topic):
+            topics[topic.name] = topic
+        if self.conf.error_policy == "dlq" and self.dlq_topic_name not in topics:
+            topics[self.dlq_topic_name] = Topic(self, self.dlq_topic_name, internal=True)
+        return list(topics.values())
+
+    # -- clients --------------------------------------------------------------------------------
+
+    @property
+    def driver(self) -> Driver:
+        if self.runtime is not None:
+            return self.runtime.driver
+        if self._driver is None:
+            self._driver = create_driver(self.conf)
+        return self._driver
+
+    async def producer(self) -> Producer:
+        """The worker's producer when running, else a client producer started on first use."""
+        if self.runtime is not None:
+            return self.runtime.producer
+        if self._client_producer is None:
+            if self._producer_lock is None:
+                self._producer_lock = asyncio.Lock()
+            async with self._producer_lock:
+                if self._client_producer is None:
+                    producer = self.driver.producer()
+                    await producer.start()
+                    self._client_producer = producer
+        return self._client_producer
+
+    async def send_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                       timestamp: int | None = None, partition: int | None = None) -> asyncio.Future:
+        producer = await self.producer()
+        return await producer.send(topic, key, value, headers=headers, timestamp=timestamp, partition=partition)
+
+    async def flush(self) -> None:
+        await (await self.producer()).flush()
+
+    @property
+    def is_leader(self) -> bool:
+        return bool(self.runtime is not None and self.runtime.is_leader)
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start a worker in this process (the CLI's ``worker`` command calls this)."""
+        from .runtime.worker import Runtime
+
+        if self.runtime is not None:
+            raise RuntimeError("app is already running")
+        self.runtime = Runtime(self)
+        try:
+            await self.runtime.start()
+        except BaseException:
+            runtime, self.runtime = self.runtime, None
+            with contextlib.suppress(Exception):
+                await runtime.stop()
+            raise
+        self._timers = Timers(self.timers, self.clock, lambda: self.is_leader)
+        self._timers.start()
+
+    async def stop(self) -> None:
+        """Graceful stop: finish in-flight records, commit, flush, leave the group."""
+        if self._timers is not None:
+            await self._timers.stop()
+            self._timers = None
+        await self.replies.stop()
+        if self.runtime is not None:
+            runtime, self.runtime = self.runtime, None
+            await runtime.stop()
+            self._last_runtime = runtime
+        if self._client_producer is not None:
+            producer, self._client_producer = self._client_producer, None
+            await producer.flush()
+            await producer.stop()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator["App"]:
+        """``async with app.running():`` — a worker for the duration of the block."""
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()

@@ -1,0 +1,151 @@
+"""Codecs turn keys and values into bytes and back: json (orjson), raw and str. No pickle.
+
+A topic derives its codecs from ``key_type``/``value_type``; decode failures raise DecodeError
+with the reason, which the runtime routes to the error policy (never a silent drop).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..errors import ConfigurationError, DecodeError
+from ..models.convert import ValidationError, compile_converter
+from ..models.record import dumps, is_model
+
+
+class Codec:
+    """Bytes in, object out, and back."""
+
+    name = "codec"
+
+    def encode(self, obj: Any) -> bytes | None:
+        raise NotImplementedError
+
+    def decode(self, data: bytes | None) -> Any:
+        raise NotImplementedError
+
+
+class RawCodec(Codec):
+    name = "raw"
+
+    def encode(self, obj: Any) -> bytes | None:
+        if obj is None or isinstance(obj, bytes):
+            return obj
+        if isinstance(obj, (bytearray, memoryview)):
+            return bytes(obj)
+        raise TypeError(f"raw codec needs bytes, got {type(obj).__name__}")
+
+    def decode(self, data: bytes | None) -> Any:
+        return data
+
+
+class StrCodec(Codec):
+    name = "str"
+
+    def encode(self, obj: Any) -> bytes | None:
+        return None if obj is None else str(obj).encode()
+
+    def decode(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise DecodeError(f"not UTF-8: {exc}") from None
+
+
+class JsonCodec(Codec):
+    """orjson; with a type, decoded values are validated and built into that type."""
+
+    name = "json"
+
+    def __init__(self, type_: Any = None) -> None:
+        self.type = type_
+        self._convert = compile_converter(type_) if type_ is not None else None
+
+    def encode(self, obj: Any) -> bytes | None:
+        return None if obj is None else dumps(obj)
+
+    def decode(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(f"invalid JSON: {exc}") from None
+        if self._convert is None:
+            return value
+        try:
+            return self._convert(value)
+        except ValidationError as exc:
+            raise DecodeError(str(exc)) from None
+        except Exception as exc:  # pydantic and user validators raise their own types
+            raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+
+
+class PydanticCodec(Codec):
+    """pydantic v2 models parse JSON bytes themselves (faster than dict-then-validate)."""
+
+    name = "pydantic"
+
+    def __init__(self, model: Any) -> None:
+        self.type = model
+
+    def encode(self, obj: Any) -> bytes | None:
+        return None if obj is None else obj.model_dump_json().encode()
+
+    def decode(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return self.type.model_validate_json(data)
+        except Exception as exc:
+            raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+
+
+class KeyCodec(Codec):
+    """Default for untyped keys: bytes stay bytes, str is UTF-8 (so keys partition exactly as
+    other clients' string keys do), anything else JSON; decoding yields str, or bytes if not UTF-8."""
+
+    name = "key"
+
+    def encode(self, obj: Any) -> bytes | None:
+        if obj is None or isinstance(obj, bytes):
+            return obj
+        if isinstance(obj, str):
+            return obj.encode()
+        return dumps(obj)
+
+    def decode(self, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return data
+
+
+CODECS: dict[str, type[Codec]] = {"raw": RawCodec, "str": StrCodec, "json": JsonCodec}
+
+
+def codec_for(type_: Any = None, serializer: str | Codec | None = None, *, key: bool = False) -> Codec:
+    """Pick the codec for a declared type, or the one named by ``serializer``."""
+    if isinstance(serializer, Codec):
+        return serializer
+    if serializer is not None:
+        if serializer not in CODECS:
+            raise ConfigurationError(f"unknown serializer {serializer!r}; use one of {', '.join(CODECS)}")
+        return JsonCodec(type_) if serializer == "json" else CODECS[serializer]()
+    if type_ is None and key:
+        return KeyCodec()
+    if type_ is bytes:
+        return RawCodec()
+    if type_ is str:
+        return StrCodec()
+    if is_model(type_) and hasattr(type_, "model_validate_json"):
+        return PydanticCodec(type_)
+    return JsonCodec(type_)
+
+
+__all__ = ["Codec", "RawCodec", "StrCodec", "JsonCodec", "PydanticCodec", "KeyCodec", "codec_for", "DecodeError"]

@@ -1,0 +1,26 @@
+"""Exceptions users can catch; each one names what went wrong and where."""
+from __future__ import annotations
+
+
+class StreamkitError(Exception):
+    """Base class of every streamkit error."""
+
+
+class ConfigurationError(StreamkitError):
+    """A setting, topic or agent definition that cannot work."""
+
+
+class BrokerUnavailable(StreamkitError):
+    """The Kafka broker could not be reached within the bounded startup retry."""
+
+
+class DecodeError(StreamkitError):
+    """A record's key or value does not decode or validate against its declared type."""
+
+
+class TopicMismatch(ConfigurationError):
+    """An existing topic disagrees with its declaration (for example its partition count)."""
+
+
+class WorkerStopped(StreamkitError):
+    """The worker halted because the ``stop`` error policy was hit."""

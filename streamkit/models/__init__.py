@@ -1,0 +1,1 @@
+"""models layer (see DESIGN.md)."""

@@ -1,0 +1,74 @@
+"""The error policy: what happens to a record that cannot be decoded or keeps failing.
+
+``dlq`` sends the original bytes to the dead-letter topic with the error and the source
+coordinates in headers; ``skip`` logs and moves on; ``stop`` halts the worker. Nothing is
+dropped without a log line; logs are rate-limited so a flood of bad records cannot stall a worker.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Awaitable, Callable
+
+from ..errors import WorkerStopped
+from ..transport.base import Message, Producer
+
+log = logging.getLogger("streamkit.errors")
+
+HEADER_ERROR = "streamkit-error"
+HEADER_ERROR_TYPE = "streamkit-error-type"
+HEADER_STAGE = "streamkit-stage"
+HEADER_TOPIC = "streamkit-source-topic"
+HEADER_PARTITION = "streamkit-source-partition"
+HEADER_OFFSET = "streamkit-source-offset"
+HEADER_APP = "streamkit-app"
+
+
+class ErrorPolicy:
+    """Applies the configured policy; counts what it did for metrics and tests."""
+
+    def __init__(self, policy: str, app_id: str, dlq_topic: str, producer: Callable[[], Producer],
+                 on_stop: Callable[[BaseException], Awaitable[None]]) -> None:
+        self.policy = policy
+        self.app_id = app_id
+        self.dlq_topic = dlq_topic
+        self._producer = producer
+        self._on_stop = on_stop
+        self.counts = {"dlq": 0, "skip": 0}
+        self._last_log = 0.0
+        self._suppressed = 0
+
+    def _log(self, stage: str, message: Message, error: BaseException) -> None:
+        now = time.monotonic()
+        if now - self._last_log < 1.0:
+            self._suppressed += 1
+            return
+        more = f" (+{self._suppressed} more since the last report)" if self._suppressed else ""
+        self._last_log, self._suppressed = now, 0
+        log.error("%s failed for %s[%d]@%d, policy=%s: %s%s", stage, message.topic, message.partition,
+                  message.offset, self.policy, error, more)
+
+    async def handle(self, stage: str, message: Message, error: BaseException) -> None:
+        """Deal with one failed record. Raises WorkerStopped under the ``stop`` policy."""
+        self._log(stage, message, error)
+        if self.policy == "stop":
+            stopped = WorkerStopped(
+                f"{stage} failed for {message.topic}[{message.partition}]@{message.offset} and "
+                f"error_policy=stop: {type(error).__name__}: {error}"
+            )
+            await self._on_stop(stopped)
+            raise stopped
+        if self.policy == "skip":
+            self.counts["skip"] += 1
+            return
+        headers = list(message.headers) + [
+            (HEADER_ERROR, str(error).encode()[:4096]),
+            (HEADER_ERROR_TYPE, type(error).__name__.encode()),
+            (HEADER_STAGE, stage.encode()),
+            (HEADER_TOPIC, message.topic.encode()),
+            (HEADER_PARTITION, str(message.partition).encode()),
+            (HEADER_OFFSET, str(message.offset).encode()),
+            (HEADER_APP, self.app_id.encode()),
+        ]
+        await self._producer().send(self.dlq_topic, message.key, message.value, headers=headers)
+        self.counts["dlq"] += 1

@@ -1,0 +1,91 @@
+"""Which delivered records are processed, per subscriber and partition, in batch granularity.
+
+A batch is handed to exactly one consumer at a time and acknowledged as a prefix count, so an
+ack is one integer store. Commit offsets are derived at checkpoint time (never per record): the
+first unacknowledged offset of the oldest unfinished batch, i.e. contiguous progress only.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, Sequence
+
+from ..transport.base import TP
+
+
+class Event:
+    """One decoded record with where it came from; ``message`` keeps the original bytes."""
+
+    __slots__ = ("key", "value", "headers", "topic", "partition", "offset", "timestamp", "message")
+
+    def __init__(self, key: Any, value: Any, message: Any) -> None:
+        self.key = key
+        self.value = value
+        self.message = message
+        self.headers = message.headers
+        self.topic = message.topic
+        self.partition = message.partition
+        self.offset = message.offset
+        self.timestamp = message.timestamp
+
+    def header(self, name: str) -> bytes | None:
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+    def __repr__(self) -> str:
+        return f"<Event {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
+
+
+class Batch:
+    """Events of one partition delivered together; ``acked`` counts the processed prefix."""
+
+    __slots__ = ("tp", "events", "acked", "revoked")
+
+    def __init__(self, tp: TP, events: list[Event]) -> None:
+        self.tp = tp
+        self.events = events
+        self.acked = 0
+        self.revoked = False
+
+
+class Subscriber:
+    """A bounded inbox of batches plus what is still unprocessed in it (router → stream)."""
+
+    def __init__(self, name: str, max_batches: int) -> None:
+        self.name = name
+        self.inbox: asyncio.Queue[Batch] = asyncio.Queue(max_batches)
+        self.pending: dict[TP, deque[Batch]] = {}
+        self.cursors: list[Any] = []  # the Streams reading this inbox (one per agent instance)
+
+    async def put(self, batch: Batch) -> None:
+        queue = self.pending.get(batch.tp)
+        if queue is None:
+            queue = self.pending[batch.tp] = deque()
+        queue.append(batch)
+        await self.inbox.put(batch)
+
+    def first_unprocessed(self, tp: TP) -> int | None:
+        """Offset of the oldest record not yet processed on ``tp``; None when all are done."""
+        queue = self.pending.get(tp)
+        while queue:
+            batch = queue[0]
+            if batch.acked < len(batch.events):
+                return batch.events[batch.acked].offset
+            queue.popleft()
+        return None
+
+    def revoke(self, tps: Sequence[TP]) -> None:
+        """Stop handing out these partitions' queued records (the new owner reprocesses them)."""
+        for tp in tps:
+            for batch in self.pending.get(tp, ()):
+                batch.revoked = True
+
+    def forget(self, tps: Sequence[TP]) -> None:
+        for tp in tps:
+            self.pending.pop(tp, None)
+
+    def busy_with(self, tps: set[TP]) -> bool:
+        """True while a cursor still holds an unfinished record of one of ``tps``."""
+        return any(cursor.holds_any(tps) for cursor in self.cursors)

@@ -1,0 +1,76 @@
+"""Hands each fetched batch to the streams subscribed to its topic, decoding once per batch."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..transport.base import TP, Message
+from .dead_letters import ErrorPolicy
+from .progress import Batch, Event, Subscriber
+
+
+@dataclass
+class Route:
+    topic: Any  # a Topic: provides key_codec and value_codec
+    subscribers: list[Subscriber] = field(default_factory=list)
+
+
+class Router:
+    """topic name → subscribers; tracks how far each partition has been delivered."""
+
+    def __init__(self, errors: ErrorPolicy) -> None:
+        self.errors = errors
+        self.routes: dict[str, Route] = {}
+        self.delivered: dict[TP, int] = {}
+        self.version = 0  # bumped whenever the set of subscribed topics changes
+        self.records_in = 0
+
+    def subscribe(self, topic: Any, subscriber: Subscriber) -> None:
+        route = self.routes.get(topic.name)
+        if route is None:
+            route = self.routes[topic.name] = Route(topic)
+            self.version += 1
+        route.subscribers.append(subscriber)
+
+    def topics(self) -> list[str]:
+        return sorted(self.routes)
+
+    def subscribers_of(self, topic: str) -> list[Subscriber]:
+        route = self.routes.get(topic)
+        return route.subscribers if route else []
+
+    async def deliver(self, tp: TP, messages: list[Message]) -> None:
+        """Decode a batch and queue it for every subscriber; bad records go to the error policy."""
+        if not messages:
+            return
+        route = self.routes.get(tp.topic)
+        if route is not None:
+            decode_key = route.topic.key_codec.decode
+            decode_value = route.topic.value_codec.decode
+            events: list[Event] = []
+            append = events.append
+            for message in messages:
+                try:
+                    append(Event(decode_key(message.key), decode_value(message.value), message))
+                except Exception as exc:
+                    await self.errors.handle("decode", message, exc)
+            if events:
+                for subscriber in route.subscribers:
+                    await subscriber.put(Batch(tp, events))
+        self.records_in += len(messages)
+        self.delivered[tp] = messages[-1].offset + 1
+
+    def revoke(self, tps: Sequence[TP]) -> None:
+        for route in self.routes.values():
+            for subscriber in route.subscribers:
+                subscriber.revoke(tps)
+
+    def busy_with(self, tps: set[TP]) -> bool:
+        return any(s.busy_with(tps) for r in self.routes.values() for s in r.subscribers)
+
+    def forget(self, tps: Sequence[TP]) -> None:
+        for tp in tps:
+            self.delivered.pop(tp, None)
+        for route in self.routes.values():
+            for subscriber in route.subscribers:
+                subscriber.forget(tps)

@@ -1,0 +1,66 @@
+"""Startup checks against the broker: reachable (bounded retry), topics present and consistent."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Sequence
+
+from ..errors import BrokerUnavailable, TopicMismatch
+from ..transport.base import Driver, TopicInfo, TopicSpec
+
+log = logging.getLogger("streamkit.topics")
+
+
+async def connect_admin(driver: Driver, address: str, timeout: float):
+    """An started admin client whose first metadata call succeeded, or BrokerUnavailable."""
+    deadline = time.monotonic() + timeout
+    attempt, last_error = 0, None
+    while True:
+        attempt += 1
+        admin = driver.admin()
+        try:
+            await asyncio.wait_for(admin.start(), max(1.0, deadline - time.monotonic()))
+            await asyncio.wait_for(admin.describe_topics(), max(1.0, deadline - time.monotonic()))
+            return admin
+        except Exception as exc:  # every client has its own connection error types
+            last_error = exc
+            try:
+                await admin.stop()
+            except Exception:
+                pass
+        if time.monotonic() >= deadline:
+            raise BrokerUnavailable(
+                f"cannot reach the Kafka broker at {address} after {attempt} attempts "
+                f"in {timeout:.0f}s ({type(last_error).__name__}: {last_error})"
+            )
+        await asyncio.sleep(min(1.0 * attempt, 3.0))
+
+
+async def ensure_topics(driver: Driver, address: str, specs: Sequence[TopicSpec], declared: dict[str, int | None],
+                        timeout: float) -> dict[str, TopicInfo]:
+    """Create missing topics; an existing topic whose partition count differs from its
+    declaration is a startup error naming both counts."""
+    admin = await connect_admin(driver, address, timeout)
+    try:
+        existing = await admin.describe_topics([s.name for s in specs])
+        for spec in specs:
+            info = existing.get(spec.name)
+            want = declared.get(spec.name)
+            if info is not None and want is not None and info.partitions != want:
+                raise TopicMismatch(
+                    f"topic {spec.name!r} exists with {info.partitions} partitions but is declared "
+                    f"with {want}; change the declaration or recreate the topic"
+                )
+        missing = [s for s in specs if s.name not in existing]
+        if missing:
+            log.info("creating topics: %s", ", ".join(f"{s.name}({s.partitions})" for s in missing))
+            await admin.create_topics(missing)
+            for _ in range(50):  # metadata propagates asynchronously on real clusters
+                existing = await admin.describe_topics([s.name for s in specs])
+                if all(s.name in existing for s in specs):
+                    break
+                await asyncio.sleep(0.1)
+        return existing
+    finally:
+        await admin.stop()

@@ -1,0 +1,170 @@
+"""The worker runtime: a mode-streaming service that owns the clients and the consumer loop.
+
+Start: producer → topics checked/created → agents started → group subscription → loop.
+Stop (signal or ``stop`` policy): stop fetching, let in-flight records finish (bounded), stop
+agents, run the checkpoint, leave the group, flush and close the producer.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mode import Service
+
+from ..transport import TP, Consumer, Producer, create_driver
+from .checkpoint import Checkpoint
+from .dead_letters import ErrorPolicy
+from .router import Router
+from .topic_admin import ensure_topics
+
+if TYPE_CHECKING:
+    from ..app import App
+
+log = logging.getLogger("streamkit.worker")
+
+
+class Runtime(Service):
+    """One worker process's machinery for one App."""
+
+    def __init__(self, app: "App", **kwargs: Any) -> None:
+        self.app = app
+        self.conf = app.conf
+        self.driver = create_driver(app.conf)
+        self.producer: Producer = self.driver.producer()
+        self.consumer: Consumer | None = None
+        self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
+        self.router = Router(self.errors)
+        self.checkpoint: Checkpoint | None = None
+        self.fatal: BaseException | None = None
+        self.failed = asyncio.Event()
+        self.assigned: set[TP] = set()
+        self.is_leader = False
+        self.rebalances = 0
+        self._loop_task: asyncio.Task | None = None
+        self._commit_task: asyncio.Task | None = None
+        self._subscribed_version = -1
+        self._stopping = False
+        super().__init__(**kwargs)
+
+    # -- startup --------------------------------------------------------------------------------
+
+    async def ensure_topics(self) -> None:
+        topics = self.app.all_topics()
+        specs = [t.spec(self.conf.topic_partitions, self.conf.topic_replicas) for t in topics]
+        declared = {t.name: t.partitions for t in topics}
+        await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared, self.conf.broker_connect_timeout)
+
+    async def on_start(self) -> None:
+        await self.ensure_topics()  # bounded retry: BrokerUnavailable if the broker is not there
+        await self.producer.start()
+        for agent in self.app.agents.values():
+            agent.start(self)
+        for _ in range(5):  # agent bodies run to their first await: group_by topics get declared
+            await asyncio.sleep(0)
+        await self.ensure_topics()
+        self.consumer = self.driver.consumer(self.app.id)
+        await self.consumer.start()
+        self.checkpoint = Checkpoint(self.router, self.consumer, self.producer)
+        self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
+        self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
+        log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
+
+    def _subscribe(self) -> None:
+        assert self.consumer is not None
+        topics = self.router.topics() + [self.app.leader_topic.name]
+        self._subscribed_version = self.router.version
+        self.consumer.subscribe(topics, self._on_assigned, self._on_revoked)
+
+    # -- rebalance ------------------------------------------------------------------------------
+
+    async def _on_assigned(self, tps: list[TP]) -> None:
+        self.rebalances += 1
+        self.assigned.update(tps)
+        self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
+        log.info("assigned %d partitions%s", len(tps), " (leader)" if self.is_leader else "")
+
+    async def _on_revoked(self, tps: list[TP]) -> None:
+        """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
+        if not tps:
+            return
+        await self.release(tps, self.conf.stop_timeout)
+        self.assigned.difference_update(tps)
+        self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
+
+    async def release(self, tps: list[TP], timeout: float) -> None:
+        revoked = set(tps)
+        self.router.revoke(tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.router.busy_with(revoked) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        if self.router.busy_with(revoked):
+            log.warning("records still in flight after %.1fs; they will be processed again", timeout)
+        if self.checkpoint is not None:
+            try:
+                await self.checkpoint.commit(tps)
+            except Exception as exc:
+                log.warning("commit on revoke failed (records will be processed again): %r", exc)
+            self.checkpoint.forget(tps)
+        self.router.forget(tps)
+
+    # -- the loops ------------------------------------------------------------------------------
+
+    async def _consume_loop(self) -> None:
+        assert self.consumer is not None
+        consumer, router, conf = self.consumer, self.router, self.conf
+        try:
+            while not self._stopping:
+                if router.version != self._subscribed_version:
+                    await self.ensure_topics()
+                    self._subscribe()
+                batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
+                for tp, messages in batches.items():
+                    await router.deliver(tp, messages)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("consumer loop failed")
+            await self.fail(exc)
+
+    async def _commit_loop(self) -> None:
+        assert self.checkpoint is not None
+        while not self._stopping:
+            await asyncio.sleep(self.conf.commit_interval)
+            try:
+                await self.checkpoint.commit()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failed flush/commit: retry next interval, reprocess at worst
+                log.warning("checkpoint failed, will retry: %r", exc)
+
+    async def fail(self, exc: BaseException) -> None:
+        """Halt the worker (``stop`` policy or an unrecoverable client error)."""
+        if self.fatal is None:
+            self.fatal = exc
+            log.error("worker halting: %s", exc)
+        self.failed.set()
+
+    # -- shutdown -------------------------------------------------------------------------------
+
+    async def on_stop(self) -> None:
+        self._stopping = True
+        for task in (self._loop_task, self._commit_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if self.consumer is not None and self.checkpoint is not None:
+            await self.release(sorted(self.assigned), self.conf.stop_timeout if self.fatal is None else 0.5)
+        for agent in self.app.agents.values():
+            await agent.stop()
+        if self.consumer is not None:
+            try:
+                await self.consumer.stop()
+            except Exception as exc:
+                log.warning("consumer close failed: %r", exc)
+        try:
+            await self.producer.flush()
+        finally:
+            await self.producer.stop()
+        log.info("worker for %r stopped", self.app.id)

@@ -1,0 +1,155 @@
+"""One typed settings object; every field documented once and overridable from the environment.
+
+An environment variable ``STREAMKIT_<FIELD>`` (upper case) overrides the value given in code,
+so the same app module runs unchanged against a laptop broker, CI's dev broker and production.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_type_hints
+
+from .errors import ConfigurationError
+
+ErrorPolicy = Literal["dlq", "skip", "stop"]
+ERROR_POLICIES = ("dlq", "skip", "stop")
+DRIVERS = ("aiokafka", "confluent", "memory")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+GUARANTEES = ("at_least_once",)
+
+
+@dataclass
+class Settings:
+    """Everything a worker can be tuned by. Defaults are safe for production."""
+
+    broker: str = "kafka://127.0.0.1:9092"
+    """Bootstrap servers: ``kafka://host:port[,host:port]`` or plain ``host:port``."""
+    driver: str = "aiokafka"
+    """Kafka client: ``aiokafka`` (default), ``confluent`` (librdkafka, faster) or ``memory``."""
+    processing_guarantee: str = "at_least_once"
+    """Delivery guarantee; ``at_least_once`` commits offsets only after outputs are flushed."""
+    commit_interval: float = 1.0
+    """Seconds between checkpoints (offset commits); also done on revoke and stop."""
+    error_policy: str = "dlq"
+    """What happens to a record that fails to decode or keeps failing in an agent:
+    ``dlq`` sends its original bytes to the dead-letter topic, ``skip`` logs and moves on,
+    ``stop`` halts the worker with a clear message."""
+    agent_retries: int = 2
+    """How many times a record is retried after an agent exception before the policy applies."""
+    dlq_topic: str = ""
+    """Dead-letter topic; empty means ``<app-id>-dlq``."""
+    auto_offset_reset: str = "earliest"
+    """Where a group with no committed offset starts: ``earliest`` or ``latest``."""
+    session_timeout_ms: int = 10000
+    """Consumer group session timeout; a crashed worker's partitions move after this long."""
+    heartbeat_interval_ms: int = 2000
+    """Consumer heartbeat interval (keep at most a third of the session timeout)."""
+    max_poll_interval_ms: int = 300000
+    """Longest gap between fetches before the group evicts this worker."""
+    fetch_max_records: int = 10000
+    """Upper bound on records handed to the router in one batch."""
+    fetch_timeout: float = 0.2
+    """Seconds a fetch waits for data before returning an empty batch."""
+    stream_buffer_batches: int = 8
+    """Batches queued per stream before the consumer loop waits (backpressure)."""
+    compression: str = "none"
+    """Producer compression: none, gzip, snappy, lz4 or zstd."""
+    acks: str = "all"
+    """Producer acks: ``all``, ``1`` or ``0``."""
+    linger_ms: int = 5
+    """Producer batching delay."""
+    topic_partitions: int = 8
+    """Partition count for topics declared without one (and internal topics)."""
+    topic_replicas: int = 1
+    """Replication factor for topics the app creates (changelog, repartition, DLQ, ...)."""
+    security_protocol: str = ""
+    """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; empty derives it from the SSL/SASL fields."""
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    sasl_mechanism: str = ""
+    """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
+    sasl_username: str = ""
+    sasl_password: str = ""
+    broker_connect_timeout: float = 20.0
+    """Seconds to keep retrying an unreachable broker at startup before giving up."""
+    stop_timeout: float = 8.0
+    """Seconds a graceful stop waits for in-flight records before committing what is done."""
+    consumer_config: dict[str, Any] = field(default_factory=dict)
+    """Extra driver-native consumer settings, passed through unchanged."""
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    """Extra driver-native producer settings, passed through unchanged."""
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Reject values that would only fail later, far from where they were set."""
+        checks = (
+            ("driver", self.driver, DRIVERS),
+            ("error_policy", self.error_policy, ERROR_POLICIES),
+            ("compression", self.compression, COMPRESSIONS),
+            ("auto_offset_reset", self.auto_offset_reset, ("earliest", "latest")),
+        )
+        for name, value, allowed in checks:
+            if value not in allowed:
+                raise ConfigurationError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
+        if self.processing_guarantee not in GUARANTEES:
+            raise ConfigurationError(
+                f"processing_guarantee={self.processing_guarantee!r}: this release supports "
+                f"{', '.join(GUARANTEES)} (exactly_once arrives with transactional checkpoints)"
+            )
+        if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The broker URL without its scheme, as both Kafka clients expect it."""
+        servers = []
+        for part in self.broker.split(","):
+            part = part.strip()
+            if "://" in part:
+                part = part.split("://", 1)[1]
+            servers.append(part.rstrip("/"))
+        return ",".join(servers)
+
+    @property
+    def effective_security_protocol(self) -> str:
+        if self.security_protocol:
+            return self.security_protocol
+        ssl = bool(self.ssl_cafile or self.ssl_certfile)
+        if self.sasl_mechanism:
+            return "SASL_SSL" if ssl else "SASL_PLAINTEXT"
+        return "SSL" if ssl else "PLAINTEXT"
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **values: Any) -> "Settings":
+        """Build settings from code values, then apply ``STREAMKIT_*`` overrides."""
+        environ = dict(os.environ if environ is None else environ)
+        hints = get_type_hints(cls)
+        unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigurationError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        for f in dataclasses.fields(cls):
+            raw = environ.get(f"STREAMKIT_{f.name.upper()}")
+            if raw is not None:
+                values[f.name] = _parse(f.name, hints[f.name], raw)
+        return cls(**values)
+
+
+def _parse(name: str, hint: Any, raw: str) -> Any:
+    try:
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+        if hint is bool:
+            return raw.lower() in ("1", "true", "yes", "on")
+        if getattr(hint, "__origin__", None) is dict:
+            import orjson
+
+            return orjson.loads(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"STREAMKIT_{name.upper()}={raw!r}: {exc}") from None
+    return raw

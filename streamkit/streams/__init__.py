@@ -1,0 +1,1 @@
+"""streams layer (see DESIGN.md)."""

@@ -1,0 +1,212 @@
+"""Stream: what an agent iterates. A cursor over its subscriber's batches, plus operators.
+
+A record counts as processed when the agent asks for the next one (Faust's model): whatever it
+sent while handling the record is queued before the ack, and the checkpoint flushes the producer
+before committing. Records taken but unfinished when an agent crashes are handed out again.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
+
+from ..runtime.progress import Batch, Event, Subscriber
+
+if TYPE_CHECKING:
+    from ..topics import Topic
+
+Held = tuple[Batch, int]
+
+
+class Stream:
+    """Async-iterable over decoded values; one per agent instance, sharing a Subscriber."""
+
+    def __init__(self, subscriber: Subscriber, *, topic: "Topic | None" = None, owner: Any = None) -> None:
+        self.subscriber = subscriber
+        self.topic = topic
+        self.owner = owner  # the Agent, for group_by/through naming and supervision
+        self._batch: Batch | None = None
+        self._idx = 0
+        self._held: list[Held] = []
+        self._replay: list[Held] = []
+        self._hold = False
+        self.current_event: Event | None = None
+        subscriber.cursors.append(self)
+
+    # -- the cursor ---------------------------------------------------------------------------
+
+    def _release_held(self) -> None:
+        for batch, idx in self._held:
+            if batch.acked <= idx:
+                batch.acked = idx + 1
+        self._held.clear()
+
+    def holds_any(self, tps: set[Any]) -> bool:
+        return any(batch.tp in tps for batch, _ in self._held)
+
+    async def next_event(self, timeout: float | None = None) -> Event | None:
+        """The next event; acks the previous one unless holding. None only on ``timeout``."""
+        if not self._hold:
+            self._release_held()
+        while self._replay:
+            batch, idx = self._replay.pop(0)
+            if batch.revoked:
+                continue
+            return self._hand_out(batch, idx)
+        batch = self._batch
+        if batch is not None:
+            idx = self._idx + 1
+            if idx < len(batch.events) and not batch.revoked:
+                return self._hand_out(batch, idx)
+            self._batch = None
+        while True:
+            try:
+                if timeout is None:
+                    batch = await self.subscriber.inbox.get()
+                else:
+                    batch = await asyncio.wait_for(self.subscriber.inbox.get(), timeout)
+            except asyncio.TimeoutError:
+                return None
+            if not batch.revoked and batch.events:
+                return self._hand_out(batch, 0)
+
+    def _hand_out(self, batch: Batch, idx: int) -> Event:
+        self._batch, self._idx = batch, idx
+        self._held.append((batch, idx))
+        event = self.current_event = batch.events[idx]
+        return event
+
+    def held_events(self) -> list[Event]:
+        """Events handed out and not yet acknowledged (the ones an agent failure concerns)."""
+        return [batch.events[idx] for batch, idx in self._held]
+
+    def redeliver_held(self) -> None:
+        """After an agent crash: hand the unfinished events out again, in order."""
+        self._replay = self._held + self._replay
+        self._held = []
+        self._hold = False
+
+    def ack_held(self) -> None:
+        """After the error policy dealt with the held events: count them as processed."""
+        self._release_held()
+        self._replay = []
+
+    # -- iteration ----------------------------------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._values()
+
+    async def _values(self) -> AsyncIterator[Any]:
+        while True:
+            event = await self.next_event()
+            assert event is not None
+            yield event.value
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Events with key, value, headers, topic, partition, offset and timestamp."""
+        while True:
+            event = await self.next_event()
+            assert event is not None
+            yield event
+
+    async def items(self) -> AsyncIterator[tuple[Any, Any]]:
+        """``(key, value)`` pairs."""
+        while True:
+            event = await self.next_event()
+            assert event is not None
+            yield event.key, event.value
+
+    # -- operators ----------------------------------------------------------------------------
+
+    def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
+        """Keep values for which ``predicate`` (sync or async) is true; others count as done."""
+        is_async = inspect.iscoroutinefunction(predicate)
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self:
+                keep = await predicate(value) if is_async else predicate(value)
+                if keep:
+                    yield value
+
+        return Derived(self, run())
+
+    def map(self, fn: Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]) -> "Derived":
+        """Transform each value with ``fn`` (sync or async)."""
+        is_async = inspect.iscoroutinefunction(fn)
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self:
+                yield (await fn(value)) if is_async else fn(value)
+
+        return Derived(self, run())
+
+    async def take(self, n: int, within: float) -> AsyncIterator[list[Any]]:
+        """Lists of up to ``n`` values, each given out after at most ``within`` seconds.
+
+        The records of a list count as processed when the next list is requested.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            self._hold = True
+            self._release_held()
+            buffer: list[Any] = []
+            deadline = loop.time() + within
+            while len(buffer) < n:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                event = await self.next_event(timeout=remaining)
+                if event is None:
+                    break
+                buffer.append(event.value)
+            if buffer:
+                yield buffer
+            self._hold = False
+
+    def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
+                 key_type: Any = None, value_type: Any = None) -> "Stream":
+        """Re-key through an internal repartition topic; returns the stream of that topic.
+
+        ``key`` is a Record field (``Order.user``), a field name, or a function of the value
+        (then ``name`` is required). Keys land where Kafka's murmur2 partitioner puts them.
+        """
+        if self.owner is None:
+            raise RuntimeError("group_by is only available inside an agent")
+        return self.owner.repartition(self, key, name=name, partitions=partitions,
+                                      key_type=key_type, value_type=value_type)
+
+    def through(self, topic: "Topic | str") -> "Stream":
+        """Forward every record to ``topic`` and continue from that topic's stream."""
+        if self.owner is None:
+            raise RuntimeError("through is only available inside an agent")
+        return self.owner.through(self, topic)
+
+
+class Derived:
+    """A stream after ``filter``/``map``: iterable, and chainable further."""
+
+    def __init__(self, source: Stream, iterator: AsyncIterator[Any]) -> None:
+        self.source = source
+        self._iterator = iterator
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterator
+
+    def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
+        is_async = inspect.iscoroutinefunction(predicate)
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self._iterator:
+                if (await predicate(value)) if is_async else predicate(value):
+                    yield value
+
+        return Derived(self.source, run())
+
+    def map(self, fn: Callable[[Any], Any]) -> "Derived":
+        is_async = inspect.iscoroutinefunction(fn)
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self._iterator:
+                yield (await fn(value)) if is_async else fn(value)
+
+        return Derived(self.source, run())

@@ -1,0 +1,1 @@
+"""testing layer (see DESIGN.md)."""

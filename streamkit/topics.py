@@ -1,0 +1,78 @@
+"""Typed topics: a name, partitioning, and the codecs that turn keys and values into bytes."""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from .codecs import Codec, codec_for
+from .transport.base import Headers, TopicSpec
+
+if TYPE_CHECKING:
+    from .app import App
+
+
+class Topic:
+    """A Kafka topic with typed keys and values. Create through ``app.topic(...)``."""
+
+    def __init__(
+        self,
+        app: "App",
+        name: str,
+        *,
+        key_type: Any = None,
+        value_type: Any = None,
+        partitions: int | None = None,
+        replicas: int | None = None,
+        config: dict[str, str] | None = None,
+        key_serializer: str | Codec | None = None,
+        value_serializer: str | Codec | None = None,
+        internal: bool = False,
+    ) -> None:
+        self.app = app
+        self.name = name
+        self.key_type = key_type
+        self.value_type = value_type
+        self.partitions = partitions
+        self.replicas = replicas
+        self.config = dict(config or {})
+        self.key_codec = codec_for(key_type, key_serializer, key=True)
+        self.value_codec = codec_for(value_type, value_serializer)
+        self.internal = internal
+
+    def __repr__(self) -> str:
+        return f"<Topic {self.name!r} key={self.key_codec.name} value={self.value_codec.name}>"
+
+    def spec(self, default_partitions: int, default_replicas: int) -> TopicSpec:
+        return TopicSpec(
+            self.name, self.partitions or default_partitions, self.replicas or default_replicas, self.config
+        )
+
+    async def send(
+        self,
+        key: Any = None,
+        value: Any = None,
+        *,
+        headers: Headers | dict[str, bytes] | None = None,
+        timestamp: float | None = None,
+        partition: int | None = None,
+    ) -> asyncio.Future:
+        """Encode and queue one record; await the returned future for ``(partition, offset)``.
+
+        ``timestamp`` is in seconds (like ``time.time()``). Sends made while an agent processes a
+        record are flushed before that record's offset is committed.
+        """
+        if isinstance(headers, dict):
+            headers = list(headers.items())
+        ts = int(timestamp * 1000) if timestamp is not None else None
+        return await self.app.send_raw(
+            self.name,
+            self.key_codec.encode(key),
+            self.value_codec.encode(value),
+            headers=headers,
+            timestamp=ts,
+            partition=partition,
+        )
+
+    async def send_and_wait(self, key: Any = None, value: Any = None, **kwargs: Any) -> tuple[int, int]:
+        """Send and wait until the broker acknowledged it; returns ``(partition, offset)``."""
+        return await (await self.send(key, value, **kwargs))

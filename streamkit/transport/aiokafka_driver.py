@@ -1,0 +1,184 @@
+"""The default driver: aiokafka, pure asyncio."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Sequence
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from ..settings import Settings
+from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .pending import PendingDeliveries
+from .security import aiokafka_common, compression
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._on_revoked([TP(tp.topic, tp.partition) for tp in revoked])
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        await self._on_assigned([TP(tp.topic, tp.partition) for tp in assigned])
+
+
+def _tps(tps: Sequence[TP]) -> list[TopicPartition]:
+    return [TopicPartition(tp.topic, tp.partition) for tp in tps]
+
+
+class AiokafkaConsumer(Consumer):
+    def __init__(self, settings: Settings, group_id: str | None, **overrides: Any) -> None:
+        opts = aiokafka_common(settings)
+        opts.update(
+            group_id=group_id,
+            client_id=f"streamkit-{uuid.uuid4().hex[:8]}",
+            enable_auto_commit=False,
+            auto_offset_reset=settings.auto_offset_reset,
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            max_poll_interval_ms=settings.max_poll_interval_ms,
+            max_poll_records=settings.fetch_max_records,
+        )
+        opts.update(settings.consumer_config)
+        opts.update(overrides)
+        self._client = AIOKafkaConsumer(**opts)
+
+    async def start(self) -> None:
+        await self._client.start()
+
+    async def stop(self) -> None:
+        await self._client.stop()
+
+    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
+        self._client.subscribe(topics=list(topics), listener=_Listener(on_assigned, on_revoked))
+
+    async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
+        self._client.assign(_tps(tps))
+        for tp, offset in (offsets or {}).items():
+            self._client.seek(TopicPartition(*tp), offset)
+
+    async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
+        fetched = await self._client.getmany(timeout_ms=int(timeout * 1000), max_records=max_records)
+        out: dict[TP, list[Message]] = {}
+        for tp, records in fetched.items():
+            topic, partition = tp.topic, tp.partition
+            out[TP(topic, partition)] = [
+                Message(topic, partition, r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in records
+            ]
+        return out
+
+    def assignment(self) -> set[TP]:
+        return {TP(tp.topic, tp.partition) for tp in self._client.assignment()}
+
+    def pause(self, tps: Sequence[TP]) -> None:
+        self._client.pause(*_tps(tps))
+
+    def resume(self, tps: Sequence[TP]) -> None:
+        self._client.resume(*_tps(tps))
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        self._client.seek(TopicPartition(*tp), offset)
+
+    async def seek_to_end(self, tps: Sequence[TP]) -> None:
+        await self._client.seek_to_end(*_tps(tps))
+
+    async def commit(self, offsets: dict[TP, int]) -> None:
+        await self._client.commit({TopicPartition(*tp): off for tp, off in offsets.items()})
+
+    async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
+        return {tp: await self._client.committed(TopicPartition(*tp)) for tp in tps}
+
+    async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        ends = await self._client.end_offsets(_tps(tps))
+        return {TP(tp.topic, tp.partition): off for tp, off in ends.items()}
+
+
+class AiokafkaProducer(Producer):
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        opts = aiokafka_common(settings)
+        acks: Any = settings.acks if settings.acks == "all" else int(settings.acks)
+        opts.update(acks=acks, compression_type=compression(settings), linger_ms=settings.linger_ms)
+        opts.update(settings.producer_config)
+        opts.update(overrides)
+        self._client = AIOKafkaProducer(**opts)
+        self._pending = PendingDeliveries()
+
+    async def start(self) -> None:
+        await self._client.start()
+
+    async def stop(self) -> None:
+        await self._client.stop()
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        timestamp: int | None = None,
+    ) -> asyncio.Future:
+        fut = await self._client.send(
+            topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers
+        )
+        self._pending.add(fut)
+        return fut
+
+    async def flush(self) -> None:
+        await self._client.flush()
+        await self._pending.settle()
+
+    async def partitions_for(self, topic: str) -> int:
+        return len(await self._client.partitions_for(topic))
+
+
+class AiokafkaAdmin(Admin):
+    def __init__(self, settings: Settings) -> None:
+        self._client = AIOKafkaAdminClient(**aiokafka_common(settings))
+
+    async def start(self) -> None:
+        await self._client.start()
+
+    async def stop(self) -> None:
+        await self._client.close()
+
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
+        for spec in specs:  # one request each: an existing topic must not fail the others
+            try:
+                await self._client.create_topics(
+                    [NewTopic(spec.name, spec.partitions, spec.replicas, topic_configs=dict(spec.config))]
+                )
+            except TopicAlreadyExistsError:
+                pass
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
+        described = await self._client.describe_topics(list(names) if names else None)
+        out: dict[str, TopicInfo] = {}
+        for topic in described:
+            if topic.get("error_code", 0) != 0 or not topic.get("partitions"):
+                continue
+            parts = topic["partitions"]
+            out[topic["topic"]] = TopicInfo(topic["topic"], len(parts), len(parts[0].get("replica_nodes", [])))
+        return out
+
+
+class AiokafkaDriver(Driver):
+    name = "aiokafka"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
+        return AiokafkaConsumer(self.settings, group_id, **overrides)
+
+    def producer(self, **overrides: Any) -> Producer:
+        return AiokafkaProducer(self.settings, **overrides)
+
+    def admin(self) -> Admin:
+        return AiokafkaAdmin(self.settings)

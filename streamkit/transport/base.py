@@ -1,0 +1,182 @@
+"""The one small interface every Kafka driver implements.
+
+The runtime talks only to these classes, so aiokafka, librdkafka and the in-memory broker are
+interchangeable. Everything is batch-shaped: a fetch returns many records per partition.
+"""
+from __future__ import annotations
+
+import abc
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, NamedTuple, Sequence
+
+Headers = list[tuple[str, bytes]]
+
+
+class TP(NamedTuple):
+    """A topic partition."""
+
+    topic: str
+    partition: int
+
+
+class Message:
+    """One record as fetched from the broker (raw bytes, nothing decoded)."""
+
+    __slots__ = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+        timestamp: int | None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers or []
+        self.timestamp = timestamp
+
+    def __repr__(self) -> str:
+        return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
+
+
+@dataclass
+class TopicSpec:
+    """What a topic should look like when the app creates it."""
+
+    name: str
+    partitions: int
+    replicas: int = 1
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TopicInfo:
+    """What the broker says a topic looks like."""
+
+    name: str
+    partitions: int
+    replicas: int
+
+
+RebalanceCallback = Callable[[list[TP]], Awaitable[None]]
+
+
+class Consumer(abc.ABC):
+    """A group consumer (or, with ``assign``, a manual one) that fetches batches."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    def subscribe(
+        self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback
+    ) -> None:
+        """Join the group for ``topics``; callbacks run before fetching resumes."""
+
+    @abc.abstractmethod
+    async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
+        """Read ``tps`` without a group (reply topics, tools), from ``offsets`` where given."""
+
+    @abc.abstractmethod
+    async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
+        """Return what is ready, per partition, waiting at most ``timeout`` seconds."""
+
+    @abc.abstractmethod
+    def assignment(self) -> set[TP]: ...
+
+    @abc.abstractmethod
+    def pause(self, tps: Sequence[TP]) -> None: ...
+
+    @abc.abstractmethod
+    def resume(self, tps: Sequence[TP]) -> None: ...
+
+    @abc.abstractmethod
+    async def seek(self, tp: TP, offset: int) -> None: ...
+
+    @abc.abstractmethod
+    async def seek_to_end(self, tps: Sequence[TP]) -> None: ...
+
+    @abc.abstractmethod
+    async def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit ``offsets`` (the next offset to read, Kafka's convention) synchronously."""
+
+    @abc.abstractmethod
+    async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]: ...
+
+    @abc.abstractmethod
+    async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]: ...
+
+
+class Producer(abc.ABC):
+    """Sends without waiting per record; ``flush`` is the durability point."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+    ) -> asyncio.Future:
+        """Queue one record (waiting only while the client's buffer is full).
+
+        The returned future resolves to ``(partition, offset)`` once the broker has it.
+        """
+
+    @abc.abstractmethod
+    async def flush(self) -> None:
+        """Wait until every queued record is acknowledged; raise if any failed."""
+
+    @abc.abstractmethod
+    async def partitions_for(self, topic: str) -> int: ...
+
+
+class Admin(abc.ABC):
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
+        """Create the topics that do not exist yet; existing ones are left alone."""
+
+    @abc.abstractmethod
+    async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
+        """Describe ``names`` (all topics when None); missing topics are absent from the result."""
+
+
+class Driver(abc.ABC):
+    """Builds the three clients from settings."""
+
+    name: str
+
+    @abc.abstractmethod
+    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer: ...
+
+    @abc.abstractmethod
+    def producer(self, **overrides: Any) -> Producer: ...
+
+    @abc.abstractmethod
+    def admin(self) -> Admin: ...

@@ -1,0 +1,312 @@
+"""The fast driver: librdkafka through confluent-kafka.
+
+librdkafka calls block, so fetches run in a worker thread; rebalance callbacks (which librdkafka
+runs inside that thread) hop back onto the event loop and block the fetch thread until done.
+Delivery reports are resolved on the loop in batches, never one loop wake-up per record.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+from confluent_kafka import OFFSET_END, Consumer as CKConsumer, KafkaError, KafkaException, Producer as CKProducer
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..settings import Settings
+from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .pending import PendingDeliveries
+from .security import compression, confluent_common
+
+_REBALANCE_TIMEOUT = 120.0
+
+
+def _tps(tps: Sequence[TP], offset: int | None = None) -> list[TopicPartition]:
+    if offset is None:
+        return [TopicPartition(tp.topic, tp.partition) for tp in tps]
+    return [TopicPartition(tp.topic, tp.partition, offset) for tp in tps]
+
+
+class ConfluentConsumer(Consumer):
+    def __init__(self, settings: Settings, group_id: str | None, **overrides: Any) -> None:
+        conf = confluent_common(settings)
+        conf.update(
+            {
+                "group.id": group_id or f"streamkit-manual-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": settings.auto_offset_reset,
+                "session.timeout.ms": settings.session_timeout_ms,
+                "heartbeat.interval.ms": settings.heartbeat_interval_ms,
+                "max.poll.interval.ms": settings.max_poll_interval_ms,
+                # librdkafka's 1 s default backoff starves a Python consume loop (DESIGN.md).
+                "fetch.queue.backoff.ms": 10,
+            }
+        )
+        conf.update(settings.consumer_config)
+        conf.update(overrides)
+        self._conf = conf
+        self._client: CKConsumer | None = None
+        # One thread fetches; another runs commits and lookups so a commit issued from a
+        # rebalance callback (which blocks the fetch thread) can never deadlock.
+        self._fetch_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-fetch")
+        self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    @property
+    def client(self) -> CKConsumer:
+        assert self._client is not None, "consumer not started"
+        return self._client
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._client = CKConsumer(self._conf)
+
+    async def stop(self) -> None:
+        if self._client is None or self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._fetch_pool, self._client.close)
+        self._fetch_pool.shutdown(wait=False)
+        self._call_pool.shutdown(wait=False)
+
+    def _bridge(self, callback: RebalanceCallback):
+        def on_change(_consumer: Any, partitions: list[TopicPartition]) -> None:
+            tps = [TP(p.topic, p.partition) for p in partitions]
+            assert self._loop is not None
+            future = asyncio.run_coroutine_threadsafe(callback(tps), self._loop)
+            future.result(_REBALANCE_TIMEOUT)
+
+        return on_change
+
+    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
+        revoke = self._bridge(on_revoked)
+        self.client.subscribe(list(topics), on_assign=self._bridge(on_assigned), on_revoke=revoke, on_lost=revoke)
+
+    async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
+        offsets = offsets or {}
+        self.client.assign([TopicPartition(tp.topic, tp.partition, offsets.get(tp, -1001)) for tp in tps])
+
+    async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
+        loop = asyncio.get_running_loop()
+        raw = await loop.run_in_executor(self._fetch_pool, self.client.consume, max_records, timeout)
+        out: dict[TP, list[Message]] = {}
+        for m in raw:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(err)
+            topic, partition = m.topic(), m.partition()
+            tp = TP(topic, partition)
+            batch = out.get(tp)
+            if batch is None:
+                batch = out[tp] = []
+            batch.append(Message(topic, partition, m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]))
+        return out
+
+    def assignment(self) -> set[TP]:
+        return {TP(p.topic, p.partition) for p in self.client.assignment()}
+
+    def pause(self, tps: Sequence[TP]) -> None:
+        if tps:
+            self.client.pause(_tps(tps))
+
+    def resume(self, tps: Sequence[TP]) -> None:
+        if tps:
+            self.client.resume(_tps(tps))
+
+    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._call_pool, lambda: fn(*args, **kwargs))
+
+    async def seek(self, tp: TP, offset: int) -> None:
+        await self._call(self.client.seek, TopicPartition(tp.topic, tp.partition, offset))
+
+    async def seek_to_end(self, tps: Sequence[TP]) -> None:
+        for p in _tps(tps, OFFSET_END):
+            await self._call(self.client.seek, p)
+
+    async def commit(self, offsets: dict[TP, int]) -> None:
+        parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
+        await self._call(self.client.commit, offsets=parts, asynchronous=False)
+
+    async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
+        parts = await self._call(self.client.committed, _tps(tps), timeout=10)
+        return {TP(p.topic, p.partition): (p.offset if p.offset >= 0 else None) for p in parts}
+
+    async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        out = {}
+        for tp in tps:
+            _low, high = await self._call(self.client.get_watermark_offsets, TopicPartition(*tp), timeout=10)
+            out[tp] = high
+        return out
+
+
+class ConfluentProducer(Producer):
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        conf = confluent_common(settings)
+        conf.update(
+            {
+                "acks": settings.acks,
+                "linger.ms": settings.linger_ms,
+                "compression.type": compression(settings) or "none",
+                "partitioner": "murmur2_random",  # Java-compatible key placement
+            }
+        )
+        conf.update(settings.producer_config)
+        conf.update(overrides)
+        self._conf = conf
+        self._client: CKProducer | None = None
+        self._pending = PendingDeliveries()
+        self._reports: list[tuple[asyncio.Future, Any, Any]] = []
+        self._reports_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def client(self) -> CKProducer:
+        assert self._client is not None, "producer not started"
+        return self._client
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._client = CKProducer(self._conf)
+        self._poller = threading.Thread(target=self._poll_forever, name="streamkit-delivery", daemon=True)
+        self._poller.start()
+
+    def _poll_forever(self) -> None:
+        while not self._stop.is_set():
+            if self.client.poll(0.05) and self._loop is not None:
+                try:
+                    self._loop.call_soon_threadsafe(self._resolve_reports)
+                except RuntimeError:  # loop closed during shutdown
+                    return
+
+    def _resolve_reports(self) -> None:
+        with self._reports_lock:
+            reports, self._reports = self._reports, []
+        for fut, err, msg in reports:
+            if fut.done():
+                continue
+            if err is not None:
+                fut.set_exception(KafkaException(err))
+            else:
+                fut.set_result((msg.partition(), msg.offset()))
+
+    async def stop(self) -> None:
+        if self._client is None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._client.flush, 30)
+        self._stop.set()
+        if self._poller is not None:
+            await loop.run_in_executor(None, self._poller.join, 5)
+        self._resolve_reports()
+
+    async def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+        timestamp: int | None = None,
+    ) -> asyncio.Future:
+        assert self._loop is not None
+        fut = self._loop.create_future()
+
+        def delivered(err: Any, msg: Any) -> None:  # runs in the poller thread
+            with self._reports_lock:
+                self._reports.append((fut, err, msg))
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+        if partition is not None:
+            kwargs["partition"] = partition
+        if headers:
+            kwargs["headers"] = headers
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
+        while True:
+            try:
+                self.client.produce(topic, **kwargs)
+                break
+            except BufferError:  # local queue full: let the poller drain deliveries
+                await asyncio.sleep(0.005)
+        self._pending.add(fut)
+        return fut
+
+    async def flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        remaining = await loop.run_in_executor(None, self.client.flush, 60)
+        if remaining:
+            raise KafkaException(f"{remaining} records still undelivered after 60 s")
+        await asyncio.sleep(0)  # let the poller's last call_soon_threadsafe run
+        self._resolve_reports()
+        await self._pending.settle()
+
+    async def partitions_for(self, topic: str) -> int:
+        loop = asyncio.get_running_loop()
+        meta = await loop.run_in_executor(None, lambda: self.client.list_topics(topic, timeout=10))
+        return len(meta.topics[topic].partitions)
+
+
+class ConfluentAdmin(Admin):
+    def __init__(self, settings: Settings) -> None:
+        self._conf = confluent_common(settings)
+        self._client: AdminClient | None = None
+
+    async def start(self) -> None:
+        self._client = AdminClient(self._conf)
+
+    async def stop(self) -> None:
+        self._client = None
+
+    async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
+        assert self._client is not None
+        if not specs:
+            return
+        new = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replicas, config=dict(s.config)) for s in specs]
+        futures = self._client.create_topics(new, request_timeout=15)
+        for fut in futures.values():
+            try:
+                await asyncio.wrap_future(fut)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+
+    async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
+        assert self._client is not None
+        client = self._client
+        loop = asyncio.get_running_loop()
+        meta = await loop.run_in_executor(None, lambda: client.list_topics(timeout=10))
+        out = {}
+        for name, topic in meta.topics.items():
+            if topic.error is not None or (names and name not in names) or not topic.partitions:
+                continue
+            first = next(iter(topic.partitions.values()))
+            out[name] = TopicInfo(name, len(topic.partitions), len(first.replicas))
+        return out
+
+
+class ConfluentDriver(Driver):
+    name = "confluent"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
+        return ConfluentConsumer(self.settings, group_id, **overrides)
+
+    def producer(self, **overrides: Any) -> Producer:
+        return ConfluentProducer(self.settings, **overrides)
+
+    def admin(self) -> Admin:
+        return ConfluentAdmin(self.settings)

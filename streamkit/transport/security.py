@@ -1,0 +1,51 @@
+"""Translate the shared SSL/SASL/compression settings into each client's own vocabulary."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..settings import Settings
+
+
+def aiokafka_common(settings: Settings) -> dict[str, Any]:
+    """Connection options shared by aiokafka's consumer, producer and admin client."""
+    opts: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "security_protocol": settings.effective_security_protocol,
+    }
+    if "SSL" in opts["security_protocol"]:
+        from aiokafka.helpers import create_ssl_context
+
+        opts["ssl_context"] = create_ssl_context(
+            cafile=settings.ssl_cafile or None,
+            certfile=settings.ssl_certfile or None,
+            keyfile=settings.ssl_keyfile or None,
+        )
+    if settings.sasl_mechanism:
+        opts["sasl_mechanism"] = settings.sasl_mechanism
+        opts["sasl_plain_username"] = settings.sasl_username
+        opts["sasl_plain_password"] = settings.sasl_password
+    return opts
+
+
+def confluent_common(settings: Settings) -> dict[str, Any]:
+    """Connection options shared by librdkafka's consumer, producer and admin client."""
+    conf: dict[str, Any] = {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "security.protocol": settings.effective_security_protocol.lower(),
+    }
+    for key, value in (
+        ("ssl.ca.location", settings.ssl_cafile),
+        ("ssl.certificate.location", settings.ssl_certfile),
+        ("ssl.key.location", settings.ssl_keyfile),
+    ):
+        if value:
+            conf[key] = value
+    if settings.sasl_mechanism:
+        conf["sasl.mechanism"] = settings.sasl_mechanism
+        conf["sasl.username"] = settings.sasl_username
+        conf["sasl.password"] = settings.sasl_password
+    return conf
+
+
+def compression(settings: Settings) -> str | None:
+    return None if settings.compression == "none" else settings.compression
