@@ -5,7 +5,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from .codecs import Codec, codec_for
-from .transport.base import Headers, TopicSpec
+from .transport.base import Headers, TopicSpec, delivery_position
 
 if TYPE_CHECKING:
     from .app import App
@@ -75,4 +75,4 @@ class Topic:
 
     async def send_and_wait(self, key: Any = None, value: Any = None, **kwargs: Any) -> tuple[int, int]:
         """Send and wait until the broker acknowledged it; returns ``(partition, offset)``."""
-        return await (await self.send(key, value, **kwargs))
+        return delivery_position(await (await self.send(key, value, **kwargs)))

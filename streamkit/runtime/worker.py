@@ -16,7 +16,6 @@ from ..transport import TP, Consumer, Producer, create_driver
 from .checkpoint import Checkpoint
 from .dead_letters import ErrorPolicy
 from .router import Router
-from .topic_admin import ensure_topics
 
 if TYPE_CHECKING:
     from ..app import App
@@ -31,7 +30,7 @@ class Runtime(Service):
         self.app = app
         self.conf = app.conf
         self.driver = create_driver(app.conf)
-        self.producer: Producer = self.driver.producer()
+        self.producer: Producer = None  # type: ignore[assignment]  # created in on_start
         self.consumer: Consumer | None = None
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
@@ -50,13 +49,11 @@ class Runtime(Service):
     # -- startup --------------------------------------------------------------------------------
 
     async def ensure_topics(self) -> None:
-        topics = self.app.all_topics()
-        specs = [t.spec(self.conf.topic_partitions, self.conf.topic_replicas) for t in topics]
-        declared = {t.name: t.partitions for t in topics}
-        await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared, self.conf.broker_connect_timeout)
+        await self.app.ensure_topics()
 
     async def on_start(self) -> None:
         await self.ensure_topics()  # bounded retry: BrokerUnavailable if the broker is not there
+        self.producer = self.driver.producer()
         await self.producer.start()
         for agent in self.app.agents.values():
             agent.start(self)
@@ -163,8 +160,9 @@ class Runtime(Service):
                 await self.consumer.stop()
             except Exception as exc:
                 log.warning("consumer close failed: %r", exc)
-        try:
-            await self.producer.flush()
-        finally:
-            await self.producer.stop()
+        if self.producer is not None:
+            try:
+                await self.producer.flush()
+            finally:
+                await self.producer.stop()
         log.info("worker for %r stopped", self.app.id)

@@ -158,9 +158,12 @@ class AiokafkaAdmin(Admin):
                 pass
 
     async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
-        described = await self._client.describe_topics(list(names) if names else None)
+        # Always ask for all topics: a metadata request naming topics may auto-create them.
+        described = await self._client.describe_topics(None)
         out: dict[str, TopicInfo] = {}
         for topic in described:
+            if names and topic["topic"] not in names:
+                continue
             if topic.get("error_code", 0) != 0 or not topic.get("partitions"):
                 continue
             parts = topic["partitions"]

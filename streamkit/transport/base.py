@@ -20,6 +20,13 @@ class TP(NamedTuple):
     partition: int
 
 
+def delivery_position(result: Any) -> tuple[int, int]:
+    """``(partition, offset)`` from any driver's delivery result."""
+    if isinstance(result, tuple):
+        return result
+    return result.partition, result.offset
+
+
 class Message:
     """One record as fetched from the broker (raw bytes, nothing decoded)."""
 

@@ -1,0 +1,237 @@
+"""The ``streamkit`` command: worker, send, agents, topics, dev-broker."""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+import click
+import orjson
+
+from ..errors import BrokerUnavailable, ConfigurationError
+from ..version import __version__
+
+
+def load_app(spec: str) -> Any:
+    """Import ``module:attribute`` (the current directory is importable, like Faust's -A)."""
+    from ..app import App
+
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
+    app = getattr(module, attr or "app", None)
+    if not isinstance(app, App):
+        raise click.ClickException(f"{spec!r} is not a streamkit App")
+    return app
+
+
+def run(coro: Any) -> Any:
+    """Run a client coroutine; broker and configuration errors become one line and exit 2."""
+    try:
+        return asyncio.run(coro)
+    except (BrokerUnavailable, ConfigurationError) as exc:
+        click.echo(f"streamkit: {exc}", err=True)
+        sys.exit(2)
+
+
+app_option = click.option("-A", "--app", "app_spec", required=True, help="The app, as module:attribute.")
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+@click.group()
+@click.version_option(__version__, prog_name="streamkit")
+def cli() -> None:
+    """Stream processing on Kafka."""
+
+
+@cli.command()
+@app_option
+@click.option("-l", "--loglevel", default="info", show_default=True)
+def worker(app_spec: str, loglevel: str) -> None:
+    """Run a worker for the app until SIGINT/SIGTERM."""
+    from ..runtime.runner import run_worker
+
+    setup_logging(loglevel)
+    app = load_app(app_spec)
+    sys.exit(run_worker(app))
+
+
+@cli.command()
+@app_option
+@click.argument("target")
+@click.option("--key", default=None, help="Record key (decoded with the topic's key type).")
+@click.option("--value", required=True, help="Record value as JSON.")
+@click.option("--partition", type=int, default=None)
+def send(app_spec: str, target: str, key: str | None, value: str, partition: int | None) -> None:
+    """Send one record to a topic or to an agent (by name)."""
+    app = load_app(app_spec)
+    try:
+        decoded = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise click.ClickException(f"--value is not JSON: {exc}") from None
+
+    async def go() -> tuple[int, int]:
+        if target in app.agents:
+            topic = app.agents[target].topic
+        else:
+            topic = app.topics.get(target) or app.topic(target)
+        try:
+            await app.ensure_topics()  # bounded retry, clear error when unreachable
+        except BaseException:
+            await app.stop()
+            raise
+        if topic.value_type is not None and isinstance(decoded, dict) and hasattr(topic.value_type, "__dataclass_fields__"):
+            from ..models.convert import build_model
+
+            obj: Any = build_model(topic.value_type, decoded)
+        else:
+            obj = decoded
+        try:
+            return await topic.send_and_wait(key=key, value=obj, partition=partition)
+        finally:
+            await app.stop()
+
+    part, offset = run(go())
+    click.echo(f"sent to {target} partition {part} offset {offset}")
+
+
+@cli.command()
+@app_option
+def agents(app_spec: str) -> None:
+    """List the app's agents with their topics."""
+    app = load_app(app_spec)
+    for agent in app.agents.values():
+        sinks = ", ".join(getattr(s, "name", repr(s)) for s in agent.sinks) or "-"
+        doc = (agent.fun.__doc__ or "").strip().splitlines()[0] if agent.fun.__doc__ else ""
+        click.echo(f"{agent.name}\ttopic={agent.topic.name}\tconcurrency={agent.concurrency}\tsinks={sinks}\t{doc}")
+
+
+def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) -> tuple[Any, str]:
+    from ..settings import Settings
+    from ..transport import create_driver
+
+    if app_spec:
+        app = load_app(app_spec)
+        return app.driver, app.conf.bootstrap_servers
+    values: dict[str, Any] = {}
+    if broker:
+        values["broker"] = broker
+    if driver:
+        values["driver"] = driver
+    settings = Settings.from_env(**values)
+    return create_driver(settings), settings.bootstrap_servers
+
+
+topic_source = [
+    click.option("-A", "--app", "app_spec", default=None, help="Use this app's broker settings."),
+    click.option("--broker", default=None, help="Bootstrap servers (default: STREAMKIT_BROKER or 127.0.0.1:9092)."),
+    click.option("--driver", default=None, type=click.Choice(["aiokafka", "confluent"])),
+]
+
+
+def with_topic_source(fn: Any) -> Any:
+    for option in reversed(topic_source):
+        fn = option(fn)
+    return fn
+
+
+@cli.group()
+def topics() -> None:
+    """List, create and describe topics."""
+
+
+@topics.command("list")
+@with_topic_source
+def topics_list(app_spec: str | None, broker: str | None, driver: str | None) -> None:
+    from ..runtime.topic_admin import connect_admin
+
+    drv, address = _admin_driver(app_spec, broker, driver)
+
+    async def go() -> Any:
+        admin = await connect_admin(drv, address, 15.0)
+        try:
+            return await admin.describe_topics()
+        finally:
+            await admin.stop()
+
+    for name, info in sorted(run(go()).items()):
+        click.echo(f"{name}\tpartitions={info.partitions}\treplicas={info.replicas}")
+
+
+@topics.command("describe")
+@click.argument("name")
+@with_topic_source
+def topics_describe(name: str, app_spec: str | None, broker: str | None, driver: str | None) -> None:
+    from ..runtime.topic_admin import connect_admin
+
+    drv, address = _admin_driver(app_spec, broker, driver)
+
+    async def go() -> Any:
+        admin = await connect_admin(drv, address, 15.0)
+        try:
+            return (await admin.describe_topics([name])).get(name)
+        finally:
+            await admin.stop()
+
+    info = run(go())
+    if info is None:
+        raise click.ClickException(f"topic {name!r} does not exist")
+    click.echo(f"{info.name}\tpartitions={info.partitions}\treplicas={info.replicas}")
+
+
+@topics.command("create")
+@click.argument("name")
+@click.option("--partitions", type=int, default=1, show_default=True)
+@click.option("--replicas", type=int, default=1, show_default=True)
+@click.option("--config", "configs", multiple=True, help="key=value topic config (repeatable).")
+@with_topic_source
+def topics_create(name: str, partitions: int, replicas: int, configs: tuple[str, ...], app_spec: str | None,
+                  broker: str | None, driver: str | None) -> None:
+    from ..runtime.topic_admin import ensure_topics
+    from ..transport import TopicSpec
+
+    drv, address = _admin_driver(app_spec, broker, driver)
+    config = dict(c.split("=", 1) for c in configs)
+    spec = TopicSpec(name, partitions, replicas, config)
+    run(ensure_topics(drv, address, [spec], {name: partitions}, 15.0))
+    click.echo(f"topic {name} ready with {partitions} partitions")
+
+
+@cli.command("dev-broker")
+@click.option("--port", type=int, default=None, help="Port on 127.0.0.1 (default: a free one).")
+def dev_broker(port: int | None) -> None:
+    """Run the bundled Kafka-compatible dev broker on loopback until interrupted."""
+    from ..devbroker import start_dev_broker
+
+    try:
+        broker = start_dev_broker(port)
+    except ConfigurationError as exc:
+        click.echo(f"streamkit: {exc}", err=True)
+        sys.exit(2)
+    click.echo(broker.address, nl=True)
+    sys.stdout.flush()
+
+    def forward(signum: int, _frame: Any) -> None:
+        broker.stop()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    sys.exit(broker.process.wait())
+
+
+def main() -> None:
+    cli()

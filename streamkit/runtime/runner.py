@@ -1,0 +1,48 @@
+"""Run one worker in the foreground until SIGINT/SIGTERM, or until the ``stop`` policy halts it.
+
+Exit codes: 0 after a graceful stop, 1 when the worker halted on an error, 2 when it could not
+start (broker unreachable, bad configuration) — each with one clear line, not a traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from ..errors import BrokerUnavailable, ConfigurationError
+
+log = logging.getLogger("streamkit.worker")
+
+
+async def serve(app: Any) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await app.start()
+    except (BrokerUnavailable, ConfigurationError) as exc:
+        print(f"streamkit: {exc}", file=sys.stderr)
+        return 2
+    runtime = app.runtime
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runtime.failed.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for w in waits:
+        w.cancel()
+    if stop.is_set():
+        log.info("signal received: finishing in-flight records, committing, stopping")
+    try:
+        await asyncio.wait_for(app.stop(), app.conf.stop_timeout + 10)
+    except asyncio.TimeoutError:
+        print("streamkit: graceful stop timed out; exiting", file=sys.stderr)
+        return 1
+    if runtime.fatal is not None:
+        print(f"streamkit: worker halted: {runtime.fatal}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_worker(app: Any) -> int:
+    return asyncio.run(serve(app))
