@@ -6,7 +6,7 @@ from .errors import BrokerUnavailable, ConfigurationError, DecodeError, Streamki
 from .models.record import Record
 from .runtime.progress import Event
 from .settings import Settings
-from .streams.stream import Stream
+from .streams.stream import Stream, current_event
 from .timers import Clock
 from .topics import Topic
 from .version import __version__
@@ -14,5 +14,5 @@ from .version import __version__
 __all__ = [
     "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "Event",
     "JsonCodec", "RawCodec", "Record", "Settings", "StrCodec", "Stream", "StreamkitError", "Topic",
-    "TopicMismatch", "WorkerStopped", "__version__",
+    "TopicMismatch", "WorkerStopped", "__version__", "current_event",
 ]

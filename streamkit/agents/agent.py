@@ -13,7 +13,7 @@ import operator
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..runtime.progress import Event, Subscriber
-from ..streams.stream import Stream
+from ..streams.stream import Stream, current_event
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class Agent:
                     await body(stream)
                 elif self.is_generator:
                     async for output in self.fun(stream):
-                        await self._emit(output, stream.current_event)
+                        await self._emit(output, current_event())
                 else:
                     await self.fun(stream)
                 log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 from ..runtime.progress import Batch, Event, Subscriber
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
     from ..topics import Topic
 
 Held = tuple[Batch, int]
+
+_current_event: ContextVar[Event | None] = ContextVar("streamkit_current_event", default=None)
+
+
+def current_event() -> Event | None:
+    """The record the calling agent is processing (its key, headers, offset...)."""
+    return _current_event.get()
 
 
 class Stream:
@@ -74,6 +82,7 @@ class Stream:
         self._batch, self._idx = batch, idx
         self._held.append((batch, idx))
         event = self.current_event = batch.events[idx]
+        _current_event.set(event)
         return event
 
     def held_events(self) -> list[Event]:

@@ -1,0 +1,58 @@
+"""pytest plugin: a broker for the session, broker capabilities, unique names.
+
+By default the session starts the dev broker on a free loopback port; ``STREAMKIT_TEST_BROKER=
+host:port`` points the suite at another broker (Apache Kafka). ``@pytest.mark.requires("cap")``
+skips a test, with the probe's reason, where the broker lacks that capability.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+from .capabilities import Capabilities
+
+TEST_CONSUMER_SETTINGS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", "requires(capability): skip unless the broker has this capability")
+
+
+@pytest.fixture(scope="session")
+def broker_address() -> Iterator[str]:
+    """``host:port`` of the broker the integration tests use."""
+    external = os.environ.get("STREAMKIT_TEST_BROKER")
+    if external:
+        yield external
+        return
+    from ..devbroker import start_dev_broker
+
+    broker = start_dev_broker()
+    try:
+        yield broker.address
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def capabilities(broker_address: str) -> Capabilities:
+    return Capabilities(broker_address)
+
+
+@pytest.fixture(autouse=True)
+def _check_required_capabilities(request: Any) -> None:
+    for marker in request.node.iter_markers("requires"):
+        caps: Capabilities = request.getfixturevalue("capabilities")
+        for name in marker.args:
+            ok, reason = caps.check(name)
+            if not ok:
+                pytest.skip(f"broker lacks {name}: {reason}")
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique suffix for topic, group and app names."""
+    return uuid.uuid4().hex[:8]

@@ -1,0 +1,9 @@
+import pytest
+
+pytest_plugins = ["streamkit.testing.pytest_plugin"]
+
+
+@pytest.fixture(params=["aiokafka", "confluent"])
+def driver(request):
+    """Integration tests run once per Kafka driver."""
+    return request.param

@@ -1,0 +1,116 @@
+import dataclasses
+import datetime as dt
+import enum
+import uuid
+from decimal import Decimal
+
+import orjson
+import pytest
+from hypothesis import given, strategies as st
+
+import streamkit as sk
+from streamkit.codecs import KeyCodec, RawCodec, StrCodec, codec_for
+from streamkit.errors import DecodeError
+from streamkit.models.convert import ValidationError
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Item(sk.Record):
+    sku: str
+    qty: int = 1
+
+
+class Order(sk.Record):
+    id: str
+    user: str
+    amount: float
+    items: list[Item] = dataclasses.field(default_factory=list)
+    by_sku: dict[str, Item] = dataclasses.field(default_factory=dict)
+    placed: dt.datetime | None = None
+    price: Decimal = Decimal("0")
+    ref: uuid.UUID | None = None
+    color: Color = Color.RED
+
+
+def test_record_round_trip_with_nested_and_special_types():
+    ref = uuid.uuid4()
+    order = Order("o1", "alice", 3, items=[Item("a", 2)], by_sku={"b": Item("b")},
+                  placed=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc), price=Decimal("9.99"),
+                  ref=ref, color=Color.BLUE)
+    codec = codec_for(Order)
+    back = codec.decode(codec.encode(order))
+    assert back == order
+    assert isinstance(back.items[0], Item) and isinstance(back.by_sku["b"], Item)
+    assert back.price == Decimal("9.99") and back.ref == ref and back.color is Color.BLUE
+
+
+def test_record_is_slotted_and_typed():
+    item = Item("a")
+    with pytest.raises(AttributeError):
+        item.unknown = 1
+    assert Item.loads(b'{"sku": "x", "qty": 5}') == Item("x", 5)
+    assert Order.loads(b'{"id":"1","user":"u","amount":2}').amount == 2.0
+
+
+@pytest.mark.parametrize("payload, fragment", [
+    (b'{"id": "1", "user": "u"}', "amount: required field is missing"),
+    (b'{"id": 1, "user": "u", "amount": 1}', "Order.id: expected string"),
+    (b'{"id": "1", "user": "u", "amount": "x"}', "Order.amount: expected float"),
+    (b'{"id": "1", "user": "u", "amount": 1, "items": [{"qty": 1}]}', "sku: required field is missing"),
+    (b'{"id": "1", "user": "u", "amount": 1, "color": "green"}', "one of"),
+    (b'not json', "invalid JSON"),
+])
+def test_bad_records_raise_decode_error_naming_the_problem(payload, fragment):
+    with pytest.raises(DecodeError, match=fragment):
+        codec_for(Order).decode(payload)
+
+
+def test_plain_dataclass_as_value_type():
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: int
+
+    codec = codec_for(Point)
+    assert codec.decode(codec.encode(Point(1, 2))) == Point(1, 2)
+    with pytest.raises(DecodeError):
+        codec.decode(b'{"x": 1}')
+
+
+def test_pydantic_model_as_value_type():
+    pydantic = pytest.importorskip("pydantic")
+
+    class User(pydantic.BaseModel):
+        name: str
+        age: int
+
+    codec = codec_for(User)
+    assert codec.decode(codec.encode(User(name="a", age=3))) == User(name="a", age=3)
+    with pytest.raises(DecodeError):
+        codec.decode(b'{"name": "a"}')
+
+
+def test_simple_codecs():
+    assert StrCodec().decode(StrCodec().encode("é")) == "é"
+    with pytest.raises(DecodeError):
+        StrCodec().decode(b"\xff")
+    assert RawCodec().encode(b"x") == b"x"
+    assert KeyCodec().encode("k") == b"k" and KeyCodec().encode(5) == b"5"
+    assert KeyCodec().decode(b"\xff") == b"\xff"
+    assert codec_for(int).decode(b"5") == 5
+    with pytest.raises(DecodeError):
+        codec_for(int).decode(b'"5"')
+
+
+@given(st.dictionaries(st.text(), st.one_of(st.integers(-2**60, 2**60), st.text(), st.booleans(), st.none())))
+def test_json_codec_round_trips_any_json_object(data):
+    codec = codec_for(dict)
+    assert codec.decode(codec.encode(data)) == orjson.loads(orjson.dumps(data))
+
+
+def test_validation_error_is_a_value_error():
+    assert issubclass(ValidationError, ValueError)

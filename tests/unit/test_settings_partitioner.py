@@ -1,0 +1,59 @@
+import pytest
+from hypothesis import given, strategies as st
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
+
+from streamkit import Settings
+from streamkit.errors import ConfigurationError
+from streamkit.transport.partitioner import partition_for_key
+from streamkit.transport.security import aiokafka_common, confluent_common
+
+
+@given(st.binary(max_size=64), st.integers(1, 64))
+def test_partition_matches_kafka_python_default(key, partitions):
+    assert partition_for_key(key, partitions) == (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def test_known_java_partition():
+    # Java's DefaultPartitioner puts b"foobar" in partition 3 of 10 (murmur2 = -790332482).
+    assert partition_for_key(b"foobar", 10) == (-790332482 & 0x7FFFFFFF) % 10
+
+
+def test_env_overrides_code_values():
+    s = Settings.from_env({"STREAMKIT_DRIVER": "confluent", "STREAMKIT_COMMIT_INTERVAL": "0.5",
+                           "STREAMKIT_CONSUMER_CONFIG": '{"fetch.min.bytes": 1}'}, driver="aiokafka")
+    assert s.driver == "confluent" and s.commit_interval == 0.5 and s.consumer_config == {"fetch.min.bytes": 1}
+
+
+@pytest.mark.parametrize("values, fragment", [
+    ({"driver": "kafka-go"}, "driver"),
+    ({"error_policy": "ignore"}, "error_policy"),
+    ({"processing_guarantee": "exactly_once"}, "exactly_once"),
+    ({"compression": "brotli"}, "compression"),
+    ({"no_such": 1}, "unknown setting"),
+])
+def test_invalid_settings_are_rejected_up_front(values, fragment):
+    with pytest.raises(ConfigurationError, match=fragment):
+        Settings.from_env({}, **values)
+
+
+def test_broker_url_and_security_translation():
+    s = Settings(broker="kafka://a:1, kafka://b:2", sasl_mechanism="SCRAM-SHA-512", sasl_username="u",
+                 sasl_password="p", compression="zstd")
+    assert s.bootstrap_servers == "a:1,b:2"
+    conf = confluent_common(s)
+    assert conf["security.protocol"] == "sasl_plaintext" and conf["sasl.mechanism"] == "SCRAM-SHA-512"
+    opts = aiokafka_common(s)
+    assert opts["security_protocol"] == "SASL_PLAINTEXT" and opts["sasl_plain_username"] == "u"
+
+
+def test_ssl_settings_reach_both_clients(tmp_path):
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    s = Settings(ssl_cafile=str(cert), ssl_certfile=str(cert), ssl_keyfile=str(key))
+    assert s.effective_security_protocol == "SSL"
+    assert confluent_common(s)["ssl.ca.location"] == str(cert)
+    assert isinstance(aiokafka_common(s)["ssl_context"], ssl.SSLContext)
