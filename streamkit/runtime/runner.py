@@ -39,7 +39,7 @@ async def serve(app: Any) -> int:
         print("streamkit: graceful stop timed out; exiting", file=sys.stderr)
         return 1
     if runtime.fatal is not None:
-        print(f"streamkit: worker halted: {runtime.fatal}", file=sys.stderr)
+        print(f"streamkit: worker halted: {runtime.fatal or repr(runtime.fatal)}", file=sys.stderr)
         return 1
     return 0
 

@@ -140,7 +140,7 @@ class Runtime(Service):
         """Halt the worker (``stop`` policy or an unrecoverable client error)."""
         if self.fatal is None:
             self.fatal = exc
-            log.error("worker halting: %s", exc)
+            log.error("worker halting: %s", exc if str(exc) else repr(exc))
         self.failed.set()
 
     # -- shutdown -------------------------------------------------------------------------------

@@ -2,12 +2,17 @@
 
 librdkafka calls block, so fetches run in a worker thread; rebalance callbacks (which librdkafka
 runs inside that thread) hop back onto the event loop and block the fetch thread until done.
+While a callback runs, consumer calls it makes (commit on revoke) are executed by that same
+fetch thread: librdkafka serves a synchronous commit through the poll loop, so issuing it from
+another thread then would wait for a poll that cannot happen.
 Delivery reports are resolved on the loop in batches, never one loop wake-up per record.
 """
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
@@ -22,6 +27,15 @@ from .pending import PendingDeliveries
 from .security import compression, confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
+
+
+def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _tps(tps: Sequence[TP], offset: int | None = None) -> list[TopicPartition]:
@@ -56,6 +70,8 @@ class ConfluentConsumer(Consumer):
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        self._rebalancing = False
+        self._inline_calls: queue.Queue = queue.Queue()
 
     @property
     def client(self) -> CKConsumer:
@@ -78,9 +94,26 @@ class ConfluentConsumer(Consumer):
     def _bridge(self, callback: RebalanceCallback):
         def on_change(_consumer: Any, partitions: list[TopicPartition]) -> None:
             tps = [TP(p.topic, p.partition) for p in partitions]
-            assert self._loop is not None
-            future = asyncio.run_coroutine_threadsafe(callback(tps), self._loop)
-            future.result(_REBALANCE_TIMEOUT)
+            loop = self._loop
+            assert loop is not None
+            self._rebalancing = True
+            try:
+                future = asyncio.run_coroutine_threadsafe(callback(tps), loop)
+                deadline = time.monotonic() + _REBALANCE_TIMEOUT
+                while not future.done() and time.monotonic() < deadline:
+                    try:
+                        fn, result = self._inline_calls.get(timeout=0.02)
+                    except queue.Empty:
+                        continue
+                    try:
+                        value = fn()
+                    except BaseException as exc:  # handed back to the awaiting coroutine
+                        loop.call_soon_threadsafe(_settle, result, None, exc)
+                    else:
+                        loop.call_soon_threadsafe(_settle, result, value, None)
+            finally:
+                self._rebalancing = False
+            future.result(0 if future.done() else 1)
 
         return on_change
 
@@ -123,6 +156,10 @@ class ConfluentConsumer(Consumer):
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
+        if self._rebalancing:  # run it on the fetch thread, which the callback is blocking
+            result = loop.create_future()
+            self._inline_calls.put((lambda: fn(*args, **kwargs), result))
+            return await result
         return await loop.run_in_executor(self._call_pool, lambda: fn(*args, **kwargs))
 
     async def seek(self, tp: TP, offset: int) -> None:
