@@ -22,9 +22,9 @@ class TP(NamedTuple):
 
 def delivery_position(result: Any) -> tuple[int, int]:
     """``(partition, offset)`` from any driver's delivery result."""
-    if isinstance(result, tuple):
-        return result
-    return result.partition, result.offset
+    if hasattr(result, "offset"):  # aiokafka's RecordMetadata (a NamedTuple of more fields)
+        return result.partition, result.offset
+    return result
 
 
 class Message:

@@ -1,0 +1,76 @@
+"""The streamkit command as a user runs it (and the README demo)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+import streamkit as sk
+from streamkit.testing import read_topic
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(*args, env=None, cwd=ROOT, timeout=60):
+    return subprocess.run([sys.executable, "-m", "streamkit", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def test_version():
+    result = cli("--version")
+    assert result.returncode == 0 and sk.__version__ in result.stdout
+
+
+def test_unreachable_broker_is_one_clear_line_and_nonzero_exit():
+    env = {"STREAMKIT_BROKER": "127.0.0.1:1", "STREAMKIT_BROKER_CONNECT_TIMEOUT": "2"}
+    for args in (("worker", "-A", "tests.apps.pipeline:app"), ("topics", "list")):
+        result = cli(*args, env=env)
+        assert result.returncode == 2, result.stderr
+        assert "cannot reach the Kafka broker at 127.0.0.1:1" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_topics_create_list_describe_send_and_agents(broker_address, unique):
+    name = f"cli-{unique}"
+    for driver in ("aiokafka", "confluent"):
+        created = cli("topics", "create", f"{name}-{driver}", "--partitions", "3", "--broker", broker_address,
+                      "--driver", driver)
+        assert created.returncode == 0, created.stderr
+    listed = cli("topics", "list", "--broker", broker_address)
+    assert f"{name}-aiokafka\tpartitions=3" in listed.stdout and f"{name}-confluent\tpartitions=3" in listed.stdout
+    described = cli("topics", "describe", f"{name}-aiokafka", "--broker", broker_address)
+    assert "partitions=3" in described.stdout
+    missing = cli("topics", "describe", f"nope-{unique}", "--broker", broker_address)
+    assert missing.returncode != 0 and "does not exist" in missing.stderr
+
+    env = {"STREAMKIT_BROKER": broker_address, "PIPE_APP_ID": f"cli-{unique}", "PIPE_IN": f"cli-in-{unique}",
+           "PIPE_OUT": f"cli-out-{unique}", "PIPE_PARTITIONS": "2"}
+    sent = cli("send", "-A", "tests.apps.pipeline:app", "copy", "--key", "k1", "--value", "42", env=env)
+    assert sent.returncode == 0, sent.stderr
+    records = read_topic(broker_address, f"cli-in-{unique}", expect=1, timeout=20)
+    assert [(m.key(), orjson.loads(m.value())) for m in records] == [(b"k1", 42)]
+    agents = cli("agents", "-A", "tests.apps.pipeline:app", env=env)
+    assert f"copy\ttopic=cli-in-{unique}" in agents.stdout and "Copy each record" in agents.stdout
+
+
+def test_readme_demo_runs(tmp_path):
+    result = subprocess.run(["bash", "scripts/demo.sh"], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "counted (expected 39)" in result.stdout and "39 counted" in result.stdout
+    assert "worker stopped cleanly" in result.stdout
+
+
+def test_dev_broker_command_prints_its_address_and_stops_on_sigterm():
+    process = subprocess.Popen([sys.executable, "-m", "streamkit", "dev-broker"], cwd=ROOT, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        address = process.stdout.readline().strip()
+        host, port = address.split(":")
+        assert host == "127.0.0.1" and int(port) > 0
+        from streamkit.devbroker import wait_for_port
+
+        assert wait_for_port(host, int(port), 5)
+    finally:
+        process.terminate()
+        assert process.wait(10) == 0

@@ -1,0 +1,131 @@
+import asyncio
+import datetime as dt
+import importlib.util
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import streamkit as sk
+from streamkit.testing import wait_for
+from streamkit.timers import Clock, Timer
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name, monkeypatch):
+    broker = f"memory://{name}-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("STREAMKIT_DRIVER", "memory")
+    monkeypatch.setenv("STREAMKIT_BROKER", broker)
+    monkeypatch.setenv("STREAMKIT_COMMIT_INTERVAL", "0.05")
+    spec = importlib.util.spec_from_file_location(f"example_{name}_{uuid.uuid4().hex[:6]}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def test_orders_example_group_by_and_ask(monkeypatch):
+    ex = load_example("orders", monkeypatch)
+    async with ex.app.running():
+        for i in range(30):
+            await ex.orders.send(key=f"o{i}", value=ex.Order(f"o{i}", f"user{i % 3}", 1.5))
+        await wait_for(lambda: sum(ex.totals.values()) == 45.0, 10, message="all orders summed")
+        assert await ex.user_total.ask("user1", timeout=5) == 15.0
+        assert await ex.user_total.ask("nobody", timeout=5) == 0.0
+
+
+async def test_wordcount_example_counts_every_word(monkeypatch):
+    ex = load_example("wordcount", monkeypatch)
+    text = (EXAMPLES / "sample.txt").read_text().splitlines()
+    async with ex.app.running():
+        for line in text:
+            await ex.sentences.send(value=line)
+        await wait_for(lambda: sum(ex.counts.values()) == ex.total(str(EXAMPLES / "sample.txt")), 10)
+    assert ex.counts["the"] == 5 and ex.counts["stream"] == 3
+
+
+class VirtualClock(Clock):
+    """Time moves only when every sleeper is waiting: jumps to the earliest wake-up."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+        self.sleepers: list[tuple[float, asyncio.Future]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self.sleepers.append((self.now + max(0.0, seconds), fut))
+        await fut
+
+    async def advance_to(self, until: float) -> None:
+        while True:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            due = min((t for t, _ in self.sleepers), default=None)
+            if due is None or due > until:
+                self.now = until
+                return
+            self.now = due
+            ready = [(t, f) for t, f in self.sleepers if t <= self.now]
+            self.sleepers = [(t, f) for t, f in self.sleepers if t > self.now]
+            for _, fut in ready:
+                fut.set_result(None)
+
+
+async def test_crontab_fires_on_schedule_in_its_timezone_and_survives_errors():
+    start = dt.datetime(2026, 3, 1, 11, 58, 30, tzinfo=dt.timezone.utc).timestamp()
+    clock = VirtualClock(start)
+    fired: list[str] = []
+
+    async def job():
+        fired.append(dt.datetime.fromtimestamp(clock.now, dt.timezone.utc).strftime("%H:%M"))
+        if len(fired) == 1:
+            raise RuntimeError("first run fails")
+
+    timer = Timer(job, cron="*/5 * * * *", timezone="Europe/Paris")
+    task = asyncio.create_task(timer.run(clock, lambda: True))
+    await clock.advance_to(start + 16 * 60)
+    task.cancel()
+    assert fired == ["12:00", "12:05", "12:10"]
+    assert timer.failures == 1 and timer.runs == 2
+
+
+async def test_interval_timer_does_not_drift_and_on_leader_is_respected():
+    clock = VirtualClock(1000.0)
+    fired, leader = [], {"value": False}
+
+    async def job():
+        fired.append(clock.now)
+
+    led = Timer(job, interval=10, on_leader=True)
+    task = asyncio.create_task(led.run(clock, lambda: leader["value"]))
+    await clock.advance_to(1035)
+    assert fired == []
+    leader["value"] = True
+    await clock.advance_to(1071)
+    task.cancel()
+    assert fired == [1040.0, 1050.0, 1060.0, 1070.0]
+
+
+def test_bad_timer_definitions_are_rejected():
+    with pytest.raises(ValueError, match="crontab"):
+        Timer(lambda: None, cron="not a cron")
+    with pytest.raises(ValueError):
+        Timer(lambda: None, interval=0)
+
+
+async def test_app_timer_runs_inside_the_worker():
+    name = f"tm-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory")
+    ticks = []
+
+    @app.timer(0.05, on_leader=True)
+    async def tick():
+        ticks.append(app.is_leader)
+
+    async with app.running():
+        await wait_for(lambda: len(ticks) >= 3, 5)
+    assert all(ticks)
