@@ -224,13 +224,18 @@ def dev_broker(port: int | None) -> None:
     click.echo(broker.address, nl=True)
     sys.stdout.flush()
 
+    stopping = []
+
     def forward(signum: int, _frame: Any) -> None:
-        broker.stop()
-        sys.exit(0)
+        # Only signal the child here: the main thread is inside process.wait(), which must
+        # not be re-entered from a signal handler.
+        stopping.append(signum)
+        broker.process.terminate()
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    sys.exit(broker.process.wait())
+    code = broker.process.wait()
+    sys.exit(0 if stopping else code)
 
 
 def main() -> None:
