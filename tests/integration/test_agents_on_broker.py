@@ -135,3 +135,16 @@ async def test_kafka_python_interop_both_ways(broker_address, driver, unique):
     for key, _, partition in received:
         assert partition == (murmur2(key.encode()) & 0x7FFFFFFF) % 4
     assert sorted((m.key.decode(), m.value) for m in got) == sorted((f"k{n}", f'{{"echo":{n}}}'.encode()) for n in range(200))
+
+
+async def test_compressed_topics_round_trip(broker_address, driver, unique):
+    for codec in ("gzip", "snappy", "lz4", "zstd"):
+        app = make_app(f"cmp-{codec}-{unique}", broker_address, driver, compression=codec)
+        topic = app.topic(f"cmp-{codec}-{unique}", key_type=str, value_type=Reading, partitions=2)
+        await app.ensure_topics()
+        for i in range(100):
+            await topic.send(key=str(i), value=Reading("s", i, i * 1.5))
+        await app.flush()
+        await app.stop()
+        records = await asyncio.to_thread(read_topic, broker_address, topic.name, expect=100, timeout=30)
+        assert sorted(Reading.loads(m.value()).seq for m in records) == list(range(100)), codec
