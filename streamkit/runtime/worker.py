@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamkit.worker")
 
 
+def describe_tps(tps: list[TP]) -> str:
+    """``topic[0,1,2] other[0]``: one short line for logs."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return " ".join(f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(by_topic.items()))
+
+
 class Runtime(Service):
     """One worker process's machinery for one App."""
 
@@ -79,7 +87,7 @@ class Runtime(Service):
         self.rebalances += 1
         self.assigned.update(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
-        log.info("assigned %d partitions%s", len(tps), " (leader)" if self.is_leader else "")
+        log.info("assigned %d partitions%s: %s", len(tps), " (leader)" if self.is_leader else "", describe_tps(tps))
 
     async def _on_revoked(self, tps: list[TP]) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
