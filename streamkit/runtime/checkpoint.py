@@ -33,7 +33,8 @@ class Checkpoint:
 
     def offsets_to_commit(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
         """Step 1: contiguous progress per partition, only where it moved since the last commit."""
-        wanted = self.router.delivered if tps is None else {tp: self.router.delivered[tp] for tp in tps if tp in self.router.delivered}
+        delivered = self.router.delivered
+        wanted = delivered if tps is None else {tp: delivered[tp] for tp in tps if tp in delivered}
         offsets: dict[TP, int] = {}
         for tp, delivered in wanted.items():
             offset = delivered

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamkit.worker")
 
+CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive fetch errors before the worker halts
+
 
 def describe_tps(tps: list[TP]) -> str:
     """``topic[0,1,2] other[0]``: one short line for logs."""
@@ -118,20 +120,32 @@ class Runtime(Service):
 
     async def _consume_loop(self) -> None:
         assert self.consumer is not None
-        consumer, router, conf = self.consumer, self.router, self.conf
-        try:
-            while not self._stopping:
+        consumer, router, conf, assigned = self.consumer, self.router, self.conf, self.assigned
+        failing_since: float | None = None
+        loop = asyncio.get_running_loop()
+        while not self._stopping:
+            try:
                 if router.version != self._subscribed_version:
                     await self.ensure_topics()
                     self._subscribe()
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
                 for tp, messages in batches.items():
-                    await router.deliver(tp, messages)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("consumer loop failed")
-            await self.fail(exc)
+                    # A batch fetched just before a rebalance may belong to a partition that is
+                    # gone: the new owner processes it, and we must not commit it.
+                    if tp in assigned:
+                        await router.deliver(tp, messages)
+                failing_since = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # broker restarts and network blips are retried, bounded
+                now = loop.time()
+                failing_since = failing_since or now
+                if now - failing_since > CONSUMER_FAILURE_BUDGET:
+                    log.exception("consumer keeps failing for %.0fs; halting", now - failing_since)
+                    await self.fail(exc)
+                    return
+                log.warning("consumer error (retrying): %r", exc)
+                await asyncio.sleep(1.0)
 
     async def _commit_loop(self) -> None:
         assert self.checkpoint is not None

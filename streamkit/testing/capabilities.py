@@ -61,6 +61,7 @@ def read_committed_hides_aborted(address: str) -> tuple[bool, str]:
     producer.init_transactions(15)
     producer.begin_transaction()
     producer.produce(topic, b"aborted")
+    producer.flush(15)  # abort_transaction purges unsent records: make sure it reached the broker
     producer.abort_transaction(15)
     producer.begin_transaction()
     producer.produce(topic, b"done")

@@ -10,6 +10,7 @@ Delivery reports are resolved on the loop in batches, never one loop wake-up per
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import threading
 import time
@@ -27,6 +28,7 @@ from .pending import PendingDeliveries
 from .security import compression, confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
+log = logging.getLogger("streamkit.confluent")
 
 
 def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
@@ -132,9 +134,11 @@ class ConfluentConsumer(Consumer):
         for m in raw:
             err = m.error()
             if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(err)
+                if err.fatal():
+                    raise KafkaException(err)
+                if err.code() != KafkaError._PARTITION_EOF:  # librdkafka retries these itself
+                    log.warning("consumer: %s", err)
+                continue
             topic, partition = m.topic(), m.partition()
             tp = TP(topic, partition)
             batch = out.get(tp)
