@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mode import Service
 
+from ..errors import WorkerStopped
 from ..transport import TP, Consumer, Producer, create_driver
 from .checkpoint import Checkpoint
 from .dead_letters import ErrorPolicy
@@ -137,6 +138,8 @@ class Runtime(Service):
                 failing_since = None
             except asyncio.CancelledError:
                 raise
+            except WorkerStopped:  # the ``stop`` error policy already asked the worker to halt
+                return
             except Exception as exc:  # broker restarts and network blips are retried, bounded
                 now = loop.time()
                 failing_since = failing_since or now

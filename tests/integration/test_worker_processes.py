@@ -17,8 +17,8 @@ from streamkit.testing import read_topic
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_worker(broker, driver, unique, log_path):
-    env = {**os.environ, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PIPE_APP_ID": f"proc-{unique}",
+def start_worker(broker, driver, unique, log_path, **extra_env):
+    env = {**os.environ, **extra_env, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PIPE_APP_ID": f"proc-{unique}",
            "PIPE_IN": f"proc-in-{unique}", "PIPE_OUT": f"proc-out-{unique}", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "streamkit", "worker", "-A", "tests.apps.pipeline:app", "-l", "info"],
                             cwd=ROOT, env=env, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
@@ -127,3 +127,16 @@ def test_sigterm_commits_and_restart_does_not_reprocess(broker_address, driver, 
     assert wait_exit(restarted, 15) == 0
     assert sorted(counts) == list(range(2500))
     assert max(counts.values()) == 1, "records committed before SIGTERM were processed again"
+
+
+def test_stop_policy_exits_nonzero_with_the_reason(broker_address, driver, unique, workers, tmp_path):
+    create_topics(broker_address, unique)
+    producer = Producer({"bootstrap.servers": broker_address})
+    producer.produce(f"proc-in-{unique}", key=b"bad", value=b"not-an-int", partition=0)
+    producer.flush(15)
+    worker = start_worker(broker_address, driver, unique, tmp_path / "w.log", STREAMKIT_ERROR_POLICY="stop")
+    workers.append(worker)
+    code = wait_exit(worker, 60)
+    log = (tmp_path / "w.log").read_text()
+    assert code == 1, log[-3000:]
+    assert f"decode failed for proc-in-{unique}[0]@0 and error_policy=stop" in log
