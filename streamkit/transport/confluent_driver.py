@@ -18,7 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from confluent_kafka import OFFSET_END, Consumer as CKConsumer, KafkaError, KafkaException, Producer as CKProducer
+from confluent_kafka import OFFSET_END, OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException, Producer as CKProducer
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -66,8 +66,8 @@ class ConfluentConsumer(Consumer):
         conf.update(overrides)
         self._conf = conf
         self._client: CKConsumer | None = None
-        # One thread fetches; another runs commits and lookups so a commit issued from a
-        # rebalance callback (which blocks the fetch thread) can never deadlock.
+        # One thread fetches; another runs commits and lookups, except during a rebalance
+        # callback, when they run inline on the fetch thread (see the module docstring).
         self._fetch_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-fetch")
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -125,7 +125,7 @@ class ConfluentConsumer(Consumer):
 
     async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
         offsets = offsets or {}
-        self.client.assign([TopicPartition(tp.topic, tp.partition, offsets.get(tp, -1001)) for tp in tps])
+        self.client.assign([TopicPartition(tp.topic, tp.partition, offsets.get(tp, OFFSET_STORED)) for tp in tps])
 
     async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
         loop = asyncio.get_running_loop()
