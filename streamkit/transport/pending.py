@@ -23,7 +23,9 @@ class PendingDeliveries:
         futures, self._futures = self._futures, []
         if not futures:
             return
-        await asyncio.wait(futures)
+        unfinished = [f for f in futures if not f.done()]  # after a flush, usually none
+        if unfinished:
+            await asyncio.wait(unfinished)
         for fut in futures:
             if fut.cancelled():
                 raise DeliveryFailed("a queued record was cancelled before delivery")

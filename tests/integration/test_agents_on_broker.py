@@ -148,3 +148,30 @@ async def test_compressed_topics_round_trip(broker_address, driver, unique):
         await app.stop()
         records = await asyncio.to_thread(read_topic, broker_address, topic.name, expect=100, timeout=30)
         assert sorted(Reading.loads(m.value()).seq for m in records) == list(range(100)), codec
+
+
+async def test_ask_through_and_concurrency_on_a_broker(broker_address, driver, unique):
+    app = make_app(f"ask-{unique}", broker_address, driver)
+    src = app.topic(f"ask-in-{unique}", value_type=int, partitions=3)
+    handled = []
+
+    @app.agent(src)
+    async def square(stream):
+        async for n in stream.through(f"ask-through-{unique}"):
+            yield n * n
+
+    @app.agent(f"conc-{unique}", concurrency=4)
+    async def slow(stream):
+        async for n in stream:
+            await asyncio.sleep(0.01)
+            handled.append(n)
+
+    async with app.running():
+        answers = await asyncio.gather(*(square.ask(n, timeout=60) for n in range(20)))
+        for n in range(200):
+            await slow.cast(n)
+        await wait_for(lambda: len(handled) == 200, 60, message="200 records over 4 instances")
+        await wait_for(lambda: sum(app.runtime.checkpoint.committed.get(tp, 0) for tp in app.runtime.assigned
+                                   if tp.topic == f"conc-{unique}") == 200, 30, message="contiguous commit")
+    assert answers == [n * n for n in range(20)]
+    assert sorted(handled) == list(range(200))

@@ -1,0 +1,500 @@
+"""Quick stateless throughput benchmark: raw Kafka clients vs streamkit on both drivers.
+
+One run against one broker:
+
+1. creates a fresh input topic (4 partitions) and fills it once with N JSON records
+   (~100 bytes, key ``user-<i % 1000>``) using confluent-kafka;
+2. runs each scenario in its own subprocess, one after another (never in parallel), each with
+   a fresh output topic (4 partitions) and a fresh consumer group.  A scenario consumes the
+   input, decodes each JSON value, adds a field, re-encodes it and produces it to its output
+   topic; it exits once it has consumed N records and flushed its producer, printing one JSON
+   line: ``elapsed_s`` from its first fetched record to after the final flush, the process CPU
+   seconds spent in that window (all threads, so librdkafka's too), and peak RSS;
+3. the parent checks that each output topic holds at least N records (high watermarks), and
+   prints a table (median records/s over ``--repeat`` runs, min-max, CPU, RSS) and the ratios
+   streamkit/raw per driver, and writes everything to ``--json``.
+
+Scenarios:
+
+- ``raw-confluent``: ``Consumer.consume(10000, 0.5)`` loop, orjson, ``Producer.produce``
+  (``poll(0)`` per batch), flush at the end;
+- ``raw-aiokafka``: ``AIOKafkaConsumer.getmany`` + orjson + ``AIOKafkaProducer.send`` (delivery
+  not awaited per record), flush at the end;
+- ``streamkit-aiokafka`` / ``streamkit-confluent``: an ``App`` with a ``Record`` type and an
+  agent with ``sink=[output]`` that yields an enriched record, run in-process with
+  ``async with app.running()``; measured to after ``await app.flush()`` (the time of the
+  subsequent ``app.stop()`` is reported separately as ``stop_s``).
+
+All producers use the same settings as streamkit's defaults (acks=all, linger 5 ms,
+Java-compatible murmur2 partitioning) so the comparison is like for like.
+
+Usage::
+
+    python benchmarks/quick_stateless.py --broker 127.0.0.1:19092 --records 200000 --repeat 3
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent")
+PARTITIONS = 4
+DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "quick_stateless.json"
+PRODUCER_ACKS = "all"
+PRODUCER_LINGER_MS = 5
+
+
+# -- measurement helpers (used inside scenario processes) -----------------------------------------
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+class Meter:
+    """Wall and CPU time from the first fetched record to the end of the final flush."""
+
+    def __init__(self) -> None:
+        self.t0: float | None = None
+        self.cpu0 = 0.0
+        self.t1 = 0.0
+        self.cpu1 = 0.0
+
+    def first(self) -> None:
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
+            self.cpu0 = cpu_seconds()
+
+    def done(self) -> None:
+        self.t1 = time.perf_counter()
+        self.cpu1 = cpu_seconds()
+
+    def result(self, scenario: str, consumed: int, **extra: Any) -> dict[str, Any]:
+        assert self.t0 is not None, "no record was consumed"
+        elapsed = self.t1 - self.t0
+        return {
+            "scenario": scenario,
+            "consumed": consumed,
+            "elapsed_s": elapsed,
+            "records_per_s": consumed / elapsed if elapsed > 0 else float("inf"),
+            "cpu_s": self.cpu1 - self.cpu0,
+            "cpu_total_s": cpu_seconds(),
+            "peak_rss_mb": peak_rss_mb(),
+            **extra,
+        }
+
+
+def enrich(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["processed"] = True
+    return doc
+
+
+# -- scenario a: raw confluent-kafka -------------------------------------------------------------
+
+
+def run_raw_confluent(args: argparse.Namespace) -> dict[str, Any]:
+    import orjson
+    from confluent_kafka import Consumer, Producer
+
+    consumer = Consumer({
+        "bootstrap.servers": args.broker,
+        "group.id": args.group,
+        "auto.offset.reset": "earliest",
+        "fetch.queue.backoff.ms": 10,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 1000,
+    })
+    producer = Producer({
+        "bootstrap.servers": args.broker,
+        "acks": PRODUCER_ACKS,
+        "linger.ms": PRODUCER_LINGER_MS,
+        "partitioner": "murmur2_random",
+    })
+    consumer.subscribe([args.input])
+    meter = Meter()
+    loads, dumps, produce, out = orjson.loads, orjson.dumps, producer.produce, args.output
+    consumed, n = 0, args.records
+    deadline = time.monotonic() + args.timeout
+    while consumed < n:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timeout: consumed {consumed}/{n}")
+        messages = consumer.consume(10000, 0.5)
+        if not messages:
+            continue
+        meter.first()
+        for msg in messages:
+            if msg.error():
+                raise SystemExit(f"consumer error: {msg.error()}")
+            value = dumps(enrich(loads(msg.value())))
+            while True:
+                try:
+                    produce(out, value, msg.key())
+                    break
+                except BufferError:  # local queue full: serve delivery reports and retry
+                    producer.poll(0.05)
+        consumed += len(messages)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    meter.done()
+    if remaining:
+        raise SystemExit(f"{remaining} records not delivered after flush")
+    consumer.close()
+    return meter.result("raw-confluent", consumed)
+
+
+# -- scenario b: raw aiokafka --------------------------------------------------------------------
+
+
+async def run_raw_aiokafka(args: argparse.Namespace) -> dict[str, Any]:
+    import orjson
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    consumer = AIOKafkaConsumer(
+        args.input, bootstrap_servers=args.broker, group_id=args.group, auto_offset_reset="earliest",
+        session_timeout_ms=6000, heartbeat_interval_ms=1000,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=args.broker, acks=PRODUCER_ACKS, linger_ms=PRODUCER_LINGER_MS)
+    await producer.start()
+    await consumer.start()
+    meter = Meter()
+    loads, dumps, send, out = orjson.loads, orjson.dumps, producer.send, args.output
+    consumed, n = 0, args.records
+    deadline = time.monotonic() + args.timeout
+    try:
+        while consumed < n:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"timeout: consumed {consumed}/{n}")
+            batches = await consumer.getmany(timeout_ms=500, max_records=10000)
+            if not batches:
+                continue
+            meter.first()
+            for messages in batches.values():
+                for msg in messages:
+                    await send(out, dumps(enrich(loads(msg.value))), key=msg.key)  # enqueue only
+                consumed += len(messages)
+        await producer.flush()
+        meter.done()
+    finally:
+        await consumer.stop()
+        await producer.stop()
+    return meter.result("raw-aiokafka", consumed)
+
+
+# -- scenarios c/d: streamkit --------------------------------------------------------------------
+
+
+async def run_streamkit(args: argparse.Namespace, driver: str) -> dict[str, Any]:
+    import streamkit as sk
+
+    class Order(sk.Record):
+        id: int
+        user: str
+        amount: float
+        ts: float
+
+    class ProcessedOrder(sk.Record):
+        id: int
+        user: str
+        amount: float
+        ts: float
+        processed: bool
+
+    app = sk.App(
+        args.group, broker=args.broker, driver=driver, session_timeout_ms=6000, heartbeat_interval_ms=1000,
+        auto_offset_reset="earliest",
+    )
+    source = app.topic(args.input, key_type=str, value_type=Order, partitions=PARTITIONS)
+    output = app.topic(args.output, key_type=str, value_type=ProcessedOrder, partitions=PARTITIONS)
+    meter = Meter()
+    done = asyncio.Event()
+    n = args.records
+    state = {"consumed": 0}
+
+    @app.agent(source, sink=[output])
+    async def enrich_orders(stream):
+        async for order in stream:
+            if state["consumed"] == 0:
+                meter.first()
+            state["consumed"] += 1
+            yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+            if state["consumed"] >= n:  # resumed after the sink queued the n-th output
+                done.set()
+
+    async with app.running():
+        try:
+            await asyncio.wait_for(done.wait(), args.timeout)
+        except asyncio.TimeoutError:
+            raise SystemExit(f"timeout: consumed {state['consumed']}/{n}") from None
+        await app.flush()
+        meter.done()
+        stop_started = time.perf_counter()
+    stop_s = time.perf_counter() - stop_started
+    return meter.result(f"streamkit-{driver}", state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
+
+
+def scenario_main(args: argparse.Namespace) -> None:
+    import logging
+
+    # WARNING and above reach stderr with their level, so the parent can collect them
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.scenario == "raw-confluent":
+        result = run_raw_confluent(args)
+    elif args.scenario == "raw-aiokafka":
+        result = asyncio.run(run_raw_aiokafka(args))
+    elif args.scenario == "streamkit-aiokafka":
+        result = asyncio.run(run_streamkit(args, "aiokafka"))
+    elif args.scenario == "streamkit-confluent":
+        result = asyncio.run(run_streamkit(args, "confluent"))
+    else:
+        raise SystemExit(f"unknown scenario {args.scenario!r}")
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# -- parent: topics, data, orchestration, report -------------------------------------------------
+
+
+def admin(broker: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": broker})
+
+
+def create_topic(broker: str, name: str, partitions: int = PARTITIONS) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(broker)  # keep a reference: the futures fail if the client is destroyed
+    futures = client.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    futures[name].result(30)
+    # wait until the metadata shows every partition with a leader
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = client.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+            p.leader >= 0 for p in md.partitions.values()
+        ):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} not ready")
+
+
+def delete_topics(broker: str, names: list[str]) -> None:
+    if not names:
+        return
+    client = admin(broker)
+    futures = client.delete_topics(names, operation_timeout=30)
+    for name, future in futures.items():
+        try:
+            future.result(30)
+        except Exception as exc:  # best effort cleanup
+            print(f"  (could not delete {name}: {exc})", file=sys.stderr)
+
+
+def fill_input(broker: str, topic: str, n: int) -> float:
+    import orjson
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": broker, "partitioner": "murmur2_random", "linger.ms": 20,
+        "batch.num.messages": 10000, "queue.buffering.max.messages": 500000,
+    })
+    started = time.perf_counter()
+    now = time.time()
+    for i in range(n):
+        value = orjson.dumps({"id": i, "user": f"user-{i % 1000}", "amount": 12.5, "ts": now + i / 1000.0,
+                              "note": "benchmark-record"})
+        while True:
+            try:
+                producer.produce(topic, value, f"user-{i % 1000}".encode())
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining:
+        raise RuntimeError(f"{remaining} input records not delivered")
+    return time.perf_counter() - started
+
+
+def topic_count(broker: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": f"bench-count-{uuid.uuid4().hex[:8]}"})
+    try:
+        total = 0
+        for p in range(PARTITIONS):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def run_scenario(args: argparse.Namespace, scenario: str, input_topic: str, tag: str) -> dict[str, Any]:
+    output = f"bench-out-{tag}"
+    group = f"bench-{tag}"
+    create_topic(args.broker, output)
+    cmd = [
+        sys.executable, str(Path(__file__).resolve()), "--scenario", scenario, "--broker", args.broker,
+        "--records", str(args.records), "--input", input_topic, "--output", output, "--group", group,
+        "--timeout", str(args.timeout),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60, env=env)
+    process_s = time.perf_counter() - started
+    result: dict[str, Any] | None = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+    if proc.returncode != 0 or result is None:
+        result = {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-4000:],
+                  "stdout": proc.stdout[-2000:]}
+    result["process_s"] = process_s
+    result["output_records"] = topic_count(args.broker, output)
+    result["output_ok"] = result["output_records"] >= args.records
+    # streamkit creates <group>-dlq, <group>-__leader and <group>-replies
+    result["topics"] = [output] + ([f"{group}-dlq", f"{group}-__leader", f"{group}-replies"]
+                                   if scenario.startswith("streamkit") else [])
+    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
+    if warnings:
+        result["stderr_warnings"] = warnings[:20]
+    return result
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"ok_runs": 0, "errors": [r.get("error") for r in runs]}
+    rates = [r["records_per_s"] for r in ok]
+    return {
+        "ok_runs": len(ok),
+        "median_rps": statistics.median(rates),
+        "min_rps": min(rates),
+        "max_rps": max(rates),
+        "median_elapsed_s": statistics.median(r["elapsed_s"] for r in ok),
+        "median_cpu_s": statistics.median(r["cpu_s"] for r in ok),
+        "cpu_us_per_record": statistics.median(r["cpu_s"] / r["consumed"] * 1e6 for r in ok),
+        "max_peak_rss_mb": max(r["peak_rss_mb"] for r in ok),
+        "all_outputs_complete": all(r["output_ok"] for r in runs),
+    }
+
+
+def print_table(summary: dict[str, dict[str, Any]], ratios: dict[str, float | None]) -> None:
+    header = f"{'scenario':<22}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}{'CPU us/rec':>12}{'peak RSS MB':>13}  output"
+    print(header)
+    print("-" * len(header))
+    for name, s in summary.items():
+        if not s.get("ok_runs"):
+            print(f"{name:<22}{'FAILED':>14}  {s.get('errors')}")
+            continue
+        span = f"{s['min_rps']:,.0f}-{s['max_rps']:,.0f}"
+        print(f"{name:<22}{s['median_rps']:>14,.0f}{span:>22}{s['median_cpu_s']:>8.2f}{s['cpu_us_per_record']:>12.1f}"
+              f"{s['max_peak_rss_mb']:>13.1f}  {'complete' if s['all_outputs_complete'] else 'INCOMPLETE'}")
+    print()
+    for name, ratio in ratios.items():
+        print(f"{name:<40} {'n/a' if ratio is None else f'{ratio:.2f}'}")
+
+
+def parent_main(args: argparse.Namespace) -> None:
+    run_id = uuid.uuid4().hex[:8]
+    input_topic = f"bench-in-{run_id}"
+    scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
+    print(f"broker {args.broker}, {args.records} records, {args.repeat} repeats, run {run_id}", flush=True)
+    create_topic(args.broker, input_topic)
+    fill_s = fill_input(args.broker, input_topic, args.records)
+    print(f"filled {input_topic} with {topic_count(args.broker, input_topic)} records in {fill_s:.1f}s", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}
+    created: list[str] = [input_topic]
+    try:
+        for rep in range(args.repeat):  # interleaved, so drift on the broker hits every scenario alike
+            for scenario in scenarios:
+                tag = f"{run_id}-{scenario}-{rep}"
+                result = run_scenario(args, scenario, input_topic, tag)
+                created += result.pop("topics")
+                runs[scenario].append(result)
+                if "error" in result:
+                    print(f"  {scenario} #{rep + 1}: FAILED {result['error']}\n{result['stderr']}", flush=True)
+                else:
+                    print(f"  {scenario} #{rep + 1}: {result['records_per_s']:,.0f} rec/s, {result['elapsed_s']:.2f}s, "
+                          f"cpu {result['cpu_s']:.2f}s, rss {result['peak_rss_mb']:.0f} MB, "
+                          f"out {result['output_records']}"
+                          + (f", stop {result['stop_s']:.2f}s" if "stop_s" in result else ""), flush=True)
+    finally:
+        if not args.keep_topics:
+            delete_topics(args.broker, created)
+    summary = {s: summarize(r) for s, r in runs.items()}
+
+    def ratio(a: str, b: str) -> float | None:
+        sa, sb = summary.get(a, {}), summary.get(b, {})
+        if sa.get("ok_runs") and sb.get("ok_runs"):
+            return sa["median_rps"] / sb["median_rps"]
+        return None
+
+    ratios = {
+        "streamkit-aiokafka / raw-aiokafka": ratio("streamkit-aiokafka", "raw-aiokafka"),
+        "streamkit-confluent / raw-confluent": ratio("streamkit-confluent", "raw-confluent"),
+    }
+    print()
+    print_table(summary, ratios)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    import platform
+
+    out.write_text(json.dumps({
+        "benchmark": "quick_stateless",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "broker": args.broker,
+        "records": args.records,
+        "repeat": args.repeat,
+        "partitions": PARTITIONS,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "input_fill_s": fill_s,
+        "summary": summary,
+        "ratios": ratios,
+        "runs": runs,
+    }, indent=2))
+    print(f"\nresults written to {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", default="127.0.0.1:9092", help="HOST:PORT of the Kafka broker")
+    parser.add_argument("--records", type=int, default=200000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", default=str(DEFAULT_JSON), help="where to write the results")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario run")
+    parser.add_argument("--keep-topics", action="store_true", help="do not delete the benchmark topics")
+    # internal: run one scenario (the parent starts these as subprocesses)
+    parser.add_argument("--scenario", help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    parser.add_argument("--group", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.scenario:
+        scenario_main(args)
+    else:
+        parent_main(args)
+
+
+if __name__ == "__main__":
+    main()
