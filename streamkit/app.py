@@ -33,6 +33,8 @@ class App:
         self.topics: dict[str, Topic] = {}
         self.agents: dict[str, Agent] = {}
         self.timers: list[Timer] = []
+        self.tables: dict[str, Any] = {}
+        self.pages: list[tuple[str, Any]] = []
         self.replies = Replies(self)
         self.runtime: Any = None
         self._timers: Timers | None = None
@@ -84,6 +86,46 @@ class App:
             return agent
 
         return decorate
+
+    def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
+              value_type: Any = None, partitions: int | None = None, store: str | None = None,
+              help: str = "") -> Any:
+        """A changelog-backed dict, co-partitioned with the topics whose records write to it."""
+        from .tables.table import Table
+
+        return self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
+
+    def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
+                    value_type: Any = None, partitions: int | None = None, store: str | None = None,
+                    help: str = "") -> Any:
+        """A table every worker holds in full, kept current from its changelog."""
+        from .tables.table import GlobalTable
+
+        return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help)
+
+    def _add_table(self, cls: Any, name: str, default: Any, key_type: Any, value_type: Any, partitions: Any,
+                   store: Any, help: str) -> Any:
+        if name in self.tables:
+            raise ConfigurationError(f"table {name!r} is defined twice")
+        table = cls(self, name, default=default, key_type=key_type, value_type=value_type, partitions=partitions,
+                    store=store, help=help)
+        self.tables[name] = table
+        return table
+
+    def page(self, path: str) -> Callable[[Any], Any]:
+        """Serve ``async def view(web, request, **match_info)`` at ``path`` on every worker."""
+
+        def decorate(view: Any) -> Any:
+            self.pages.append((path, view))
+            return view
+
+        return decorate
+
+    def table_route(self, *, table: Any, match_info: str | None = None, query_param: str | None = None) -> Callable[[Any], Any]:
+        """Answer on the worker that owns the key's table partition, forwarding if needed."""
+        from .web.routing import table_route
+
+        return table_route(self, table, match_info=match_info, query_param=query_param)
 
     def timer(self, interval: float, *, on_leader: bool = False, name: str | None = None) -> Callable[[Any], Any]:
         """Run ``async def fn()`` every ``interval`` seconds while the worker runs."""

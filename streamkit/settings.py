@@ -72,6 +72,24 @@ class Settings:
     """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
     sasl_username: str = ""
     sasl_password: str = ""
+    store: str = "rocksdb://"
+    """Default table store: ``rocksdb://`` (durable, rocksdict) or ``memory://``."""
+    data_dir: str = "streamkit-data"
+    """Where RocksDB stores live (``<data_dir>/<app-id>/<table>/<partition>``); one per worker
+    process on a machine."""
+    table_standby_replicas: int = 0
+    """With 1 or more, each worker keeps warm copies of the table partitions it does not own
+    (tailing their changelogs), so a failover replays only the tail."""
+    web_enabled: bool = True
+    """Serve web views (tables, health, readiness, metrics) inside the worker."""
+    web_host: str = "127.0.0.1"
+    """Address the web server binds to; loopback unless configured."""
+    web_port: int = 6066
+    """Port of the worker's web server (each worker on a machine needs its own)."""
+    web_advertised_url: str = ""
+    """URL other workers use to forward table queries here; default http://<web_host>:<web_port>."""
+    web_auth_token: str = ""
+    """When set, every web request needs ``Authorization: Bearer <token>``."""
     broker_connect_timeout: float = 20.0
     """Seconds to keep retrying an unreachable broker at startup before giving up."""
     stop_timeout: float = 8.0

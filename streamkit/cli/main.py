@@ -216,24 +216,30 @@ def dev_broker(port: int | None) -> None:
     """Run the bundled Kafka-compatible dev broker on loopback until interrupted."""
     from ..devbroker import start_dev_broker
 
+    stopping: list[int] = []
+    running: list[Any] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        # Only signal the child: the main thread may be inside process.wait(), which must not
+        # be re-entered from a signal handler.
+        stopping.append(signum)
+        for broker in running:
+            broker.process.terminate()
+
+    # Installed before the address is printed, so a caller may signal as soon as it reads it.
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
     try:
         broker = start_dev_broker(port)
     except ConfigurationError as exc:
         click.echo(f"streamkit: {exc}", err=True)
         sys.exit(2)
-    click.echo(broker.address, nl=True)
+    running.append(broker)
+    if stopping:
+        broker.stop()
+        sys.exit(0)
+    click.echo(broker.address)
     sys.stdout.flush()
-
-    stopping = []
-
-    def forward(signum: int, _frame: Any) -> None:
-        # Only signal the child here: the main thread is inside process.wait(), which must
-        # not be re-entered from a signal handler.
-        stopping.append(signum)
-        broker.process.terminate()
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
     code = broker.process.wait()
     sys.exit(0 if stopping else code)
 

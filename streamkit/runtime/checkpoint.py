@@ -3,17 +3,19 @@
 Every ``commit_interval`` and on every revoke and stop:
 1. take, per partition, the offset up to which every subscriber has processed contiguously
    (never past an unprocessed record; records still queued hold the offset back);
-2. flush the producer, so every record sent while processing those records is acknowledged;
-3. commit those offsets.
-A failed flush raises before the commit: the records are reprocessed, never lost.
-Exactly-once and table write caches plug in between 1 and 3 (later issues).
+2. snapshot the tables' write caches (same tick) and send one changelog record per changed key;
+3. flush the producer, so sink, changelog and DLQ records are all acknowledged;
+4. commit those offsets;
+5. only then write the table batches (with their changelog offsets) to the stores.
+A failure before 4 puts the table changes back and raises: the records are reprocessed, and
+nothing is lost. Exactly-once (a later issue) wraps 2-4 in one transaction.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..transport.base import TP, Consumer, Producer
 from .router import Router
@@ -29,7 +31,9 @@ class Checkpoint:
         self.committed: dict[TP, int] = {}
         self.lock = asyncio.Lock()
         self.last_duration = 0.0
+        self.observers: list[Any] = []  # called with each commit's duration (metrics)
         self.commits = 0
+        self.participants: list[Any] = []  # table managers: prepare/send/apply/abort
 
     def offsets_to_commit(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
         """Step 1: contiguous progress per partition, only where it moved since the last commit."""
@@ -51,12 +55,25 @@ class Checkpoint:
         async with self.lock:
             started = time.monotonic()
             offsets = self.offsets_to_commit(tps)
-            await self.producer.flush()
+            # Same tick as the offsets: the table changes that go with them (no await between).
+            changes = [(p, p.prepare()) for p in self.participants]
+            try:
+                sent = [await p.send(c, self.producer) for p, c in changes]
+                await self.producer.flush()
+                if offsets:
+                    await self.consumer.commit(offsets)
+            except BaseException:
+                for participant, c in changes:
+                    participant.abort(c)
+                raise
+            for (participant, c), result in zip(changes, sent):
+                participant.apply(c, result)
             if offsets:
-                await self.consumer.commit(offsets)
                 self.committed.update(offsets)
                 self.commits += 1
             self.last_duration = time.monotonic() - started
+            for observe in self.observers:
+                observe(self.last_duration)
             return offsets
 
     def forget(self, tps: Iterable[TP]) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import TopicAlreadyExistsError
 
 from ..settings import Settings
@@ -43,6 +44,9 @@ class AiokafkaConsumer(Consumer):
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             max_poll_interval_ms=settings.max_poll_interval_ms,
             max_poll_records=settings.fetch_max_records,
+            # Range keeps partition p of every equally sized topic on one member: tables are
+            # co-partitioned with their sources (aiokafka's default, round robin, is not).
+            partition_assignment_strategy=(RangePartitionAssignor,),
         )
         opts.update(settings.consumer_config)
         opts.update(overrides)

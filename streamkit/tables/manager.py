@@ -1,0 +1,199 @@
+"""Table partitions over a worker's life: assignment → recovery → serving → release.
+
+Table partition p lives with partition p of the source topics (the range assignor places the
+same-numbered partitions of equally sized topics on one member). On assignment the sources'
+partitions are paused until their tables are recovered; releasing a partition closes its store
+unless it stays as a standby. Also the checkpoint participant that writes changelogs.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..transport.base import TP, Producer, delivery_position
+from .recovery import RecoveryProgress, Tailer, replay
+from .stores import Store, open_store
+from .table import Table, TablePartition
+
+if TYPE_CHECKING:
+    from ..runtime.worker import Runtime
+
+log = logging.getLogger("streamkit.tables")
+
+Changes = list[tuple[Table, int, dict[bytes, bytes | None]]]
+
+
+class TableManager:
+    def __init__(self, runtime: "Runtime", tables: Iterable[Table]) -> None:
+        self.runtime = runtime
+        self.app = runtime.app
+        self.tables = list(tables)
+        self.stores: dict[tuple[str, int], Store] = {}
+        self.progress = RecoveryProgress()
+        self.tailer = Tailer(runtime.driver)
+        self._recovering: asyncio.Task | None = None
+        self._generation = 0
+        self.replayed_total = 0
+
+    @property
+    def ready(self) -> bool:
+        return not self.progress.active
+
+    # -- stores ---------------------------------------------------------------------------------
+
+    def _store(self, table: Table, number: int) -> Store:
+        key = (table.name, number)
+        store = self.stores.get(key)
+        if store is None:
+            conf = self.app.conf
+            store = self.stores[key] = open_store(table.store_url, conf.data_dir, self.app.id, table.name, number)
+        return store
+
+    def _close(self, table: Table, number: int) -> None:
+        store = self.stores.pop((table.name, number), None)
+        if store is not None:
+            store.close()
+
+    def _partition_count(self, topic: str) -> int:
+        declared = self.app.topics.get(topic)
+        if declared is not None and declared.partitions:
+            return declared.partitions
+        if topic in (self.app.leader_topic.name, self.app.reply_topic.name):
+            return 1
+        return self.app.conf.topic_partitions
+
+    def owned_numbers(self, table: Table, assigned: Iterable[TP]) -> set[int]:
+        """Table partitions this worker serves, given its source assignment."""
+        if table.is_global:
+            return set(range(table.partitions))
+        changelog = table.changelog.name
+        return {tp.partition for tp in assigned
+                if tp.topic != changelog and self._partition_count(tp.topic) == table.partitions}
+
+    # -- rebalance ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Global tables recover at startup; they do not depend on the assignment."""
+        await self.rebalanced(set())
+
+    async def rebalanced(self, assigned: set[TP]) -> None:
+        """Called after every assignment change (with the whole new assignment)."""
+        self._generation += 1
+        generation = self._generation
+        await self.tailer.stop()
+        if self._recovering is not None:
+            self._recovering.cancel()
+            await asyncio.gather(self._recovering, return_exceptions=True)
+        to_recover: dict[TP, Store] = {}
+        standby: dict[TP, Store] = {}
+        for table in self.tables:
+            owned = self.owned_numbers(table, assigned)
+            for number in list(table.local):
+                if number not in owned:
+                    del table.local[number]
+                    if not self.app.conf.table_standby_replicas:
+                        self._close(table, number)
+            for number in owned:
+                part = table.local.get(number)
+                if part is None or not part.ready:
+                    store = self._store(table, number)
+                    table.local[number] = TablePartition(number, store)
+                    to_recover[TP(table.changelog.name, number)] = store
+            if self.app.conf.table_standby_replicas and not table.is_global:
+                for number in range(table.partitions):
+                    if number not in owned:
+                        standby[TP(table.changelog.name, number)] = self._store(table, number)
+        paused = [tp for tp in assigned if self._waits_for_recovery(tp, to_recover)]
+        if to_recover:
+            self.progress = RecoveryProgress(active=True, started=time.monotonic())
+            if paused and self.runtime.consumer is not None:
+                self.runtime.consumer.pause(paused)
+            self._recovering = asyncio.create_task(self._recover(generation, to_recover, paused, standby))
+        else:
+            await self._serve_standby(standby)
+
+    def _waits_for_recovery(self, tp: TP, to_recover: dict[TP, Store]) -> bool:
+        count = self._partition_count(tp.topic)
+        return any(c.partition == tp.partition and self._partition_count(c.topic) == count for c in to_recover)
+
+    async def _recover(self, generation: int, stores: dict[TP, Store], paused: list[TP],
+                       standby: dict[TP, Store]) -> None:
+        try:
+            replayed = await replay(self.runtime.driver, stores, self.progress)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("table recovery failed")
+            await self.runtime.fail(exc)
+            return
+        if generation != self._generation:
+            return
+        self.replayed_total += replayed
+        for table in self.tables:
+            for part in table.local.values():
+                part.ready = True
+        progress = self.progress
+        progress.active = False
+        progress.last_rate = progress.rate
+        progress.finished_runs += 1
+        log.info("recovered %d changelog records for %d partitions in %.2fs",
+                 replayed, len(stores), time.monotonic() - progress.started)
+        if paused and self.runtime.consumer is not None:
+            self.runtime.consumer.resume(paused)
+        await self._serve_standby(standby)
+
+    async def _serve_standby(self, standby: dict[TP, Store]) -> None:
+        for table in self.tables:
+            for part in table.local.values():
+                part.ready = True
+        tail = dict(standby)
+        for table in self.tables:
+            if table.is_global:
+                for number, part in table.local.items():
+                    tail[TP(table.changelog.name, number)] = part.store
+        await self.tailer.restart(tail)
+
+    async def stop(self) -> None:
+        await self.tailer.stop()
+        if self._recovering is not None:
+            self._recovering.cancel()
+            await asyncio.gather(self._recovering, return_exceptions=True)
+        for table in self.tables:
+            table.local.clear()
+        for store in self.stores.values():
+            store.close()
+        self.stores.clear()
+
+    # -- checkpoint participant -----------------------------------------------------------------
+
+    def prepare(self) -> Changes:
+        """Snapshot every table's changes; runs in the same tick as the offsets are taken."""
+        return [(t, n, batch) for t in self.tables for n, batch in t.take_changes().items()]
+
+    async def send(self, changes: Changes, producer: Producer) -> dict[tuple[str, int], Any]:
+        """One changelog record per changed key; returns the last delivery per partition."""
+        last: dict[tuple[str, int], Any] = {}
+        for table, number, batch in changes:
+            topic = table.changelog.name
+            fut = None
+            for key, value in batch.items():
+                fut = await producer.send(topic, key, value, partition=number)
+            last[(table.name, number)] = fut
+        return last
+
+    def apply(self, changes: Changes, last: dict[tuple[str, int], Any]) -> None:
+        """After the commit: write each batch, with its changelog offset, to the store."""
+        for table, number, batch in changes:
+            fut = last.get((table.name, number))
+            offset = delivery_position(fut.result())[1] if fut is not None else None
+            part = table.local.get(number)
+            store = part.store if part is not None else self.stores.get((table.name, number))
+            if store is not None:
+                store.apply(batch, offset)
+            table.changes_applied(number)
+
+    def abort(self, changes: Changes) -> None:
+        for table in {t for t, _, _ in changes}:
+            table.changes_dropped()

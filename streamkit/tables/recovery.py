@@ -1,0 +1,155 @@
+"""Replaying changelogs into stores: active recovery (bounded) and standby/global tailing.
+
+Records are applied as raw bytes (no decoding), one store batch per fetched batch, each batch
+recording the changelog offset it reached, so an interrupted recovery resumes where it stopped.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..transport.base import TP, Driver, Message
+from .stores import Store
+
+log = logging.getLogger("streamkit.recovery")
+
+
+@dataclass
+class RecoveryProgress:
+    """What readiness, metrics and the log report while a recovery runs."""
+
+    total: int = 0
+    done: int = 0
+    started: float = 0.0
+    active: bool = False
+    partitions: int = 0
+    finished_runs: int = 0
+    last_rate: float = 0.0
+    history: list[dict] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        elapsed = time.monotonic() - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        rate = self.rate
+        return (self.total - self.done) / rate if rate > 0 and self.total >= self.done else None
+
+    def line(self) -> str:
+        eta = self.eta
+        return (f"recovery: {self.done}/{self.total} records from {self.partitions} changelog partitions, "
+                f"{self.rate:,.0f}/s, ETA {eta:.1f}s" if eta is not None else
+                f"recovery: {self.done}/{self.total} records, {self.rate:,.0f}/s")
+
+
+def _apply(store: Store, messages: list[Message]) -> None:
+    batch: dict[bytes, bytes | None] = {}
+    for m in messages:
+        batch[m.key or b""] = m.value
+    store.apply(batch, messages[-1].offset)
+
+
+async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProgress,
+                 report_every: float = 3.0, settle: float = 0.3) -> int:
+    """Bring each store up to its changelog's end offset taken now; returns records applied.
+
+    Some brokers (the dev broker) under-report end offsets, so after reaching the reported end
+    the reader keeps going until a fetch returns nothing for ``settle`` seconds.
+    """
+    if not stores:
+        return 0
+    consumer = driver.consumer(None)
+    await consumer.start()
+    try:
+        tps = list(stores)
+        ends = await consumer.end_offsets(tps)
+        starts = {tp: (stores[tp].offset + 1 if stores[tp].offset is not None else 0) for tp in tps}
+        progress.total += sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+        progress.partitions += len(tps)
+        await consumer.assign(tps, starts)
+        positions = dict(starts)
+        applied = 0
+        last_report = time.monotonic()
+        quiet_since: float | None = None
+        while True:
+            batches = await consumer.getmany(0.1, 10000)
+            for tp, messages in batches.items():
+                if messages:
+                    _apply(stores[tp], messages)
+                    positions[tp] = messages[-1].offset + 1
+                    applied += len(messages)
+                    progress.done += len(messages)
+            now = time.monotonic()
+            if now - last_report >= report_every:
+                last_report = now
+                _report(progress)
+            if all(positions[tp] >= ends[tp] for tp in tps):
+                if batches:
+                    quiet_since = None
+                elif quiet_since is None:
+                    quiet_since = now
+                elif now - quiet_since >= settle:
+                    return applied
+            await asyncio.sleep(0)
+    finally:
+        await consumer.stop()
+
+
+def _report(progress: RecoveryProgress) -> None:
+    line = progress.line()
+    log.info(line)
+    if sys.stderr.isatty():  # a live progress line for a worker run in a terminal
+        sys.stderr.write(f"\r{line}\x1b[K")
+        sys.stderr.flush()
+
+
+class Tailer:
+    """Keeps stores current from their changelogs: standby replicas and global tables."""
+
+    def __init__(self, driver: Driver, on_applied: Callable[[int], None] | None = None) -> None:
+        self.driver = driver
+        self.stores: dict[TP, Store] = {}
+        self.applied = 0
+        self._task: asyncio.Task | None = None
+        self._on_applied = on_applied
+
+    async def restart(self, stores: dict[TP, Store]) -> None:
+        await self.stop()
+        self.stores = dict(stores)
+        if self.stores:
+            self._task = asyncio.create_task(self._run(), name="streamkit-changelog-tailer")
+
+    async def _run(self) -> None:
+        consumer = self.driver.consumer(None)
+        await consumer.start()
+        try:
+            starts = {tp: (s.offset + 1 if s.offset is not None else 0) for tp, s in self.stores.items()}
+            await consumer.assign(list(self.stores), starts)
+            while True:
+                try:
+                    batches = await consumer.getmany(0.2, 10000)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.warning("changelog tailer: %r (retrying)", exc)
+                    await asyncio.sleep(1.0)
+                    continue
+                for tp, messages in batches.items():
+                    store = self.stores.get(tp)
+                    if store is not None and messages:
+                        _apply(store, messages)
+                        self.applied += len(messages)
+        finally:
+            await consumer.stop()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

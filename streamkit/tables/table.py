@@ -1,0 +1,215 @@
+"""Table: a dict inside agents, backed by a store per partition and a compacted changelog.
+
+Writes go to a per-partition write-back cache; each checkpoint sends one changelog record per
+changed key (not one per write), and applies the batch to the store only after the commit.
+Reads look in the cache, then in the batch being flushed, then in the store.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from ..codecs import codec_for
+from ..errors import ConfigurationError, StreamkitError
+from ..streams.stream import current_event
+from ..transport.partitioner import partition_for_key
+from .stores import Store
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..topics import Topic
+
+_MISSING = object()
+DELETED = object()  # cache marker: the key was deleted since the last checkpoint
+
+
+class PartitionNotLocal(StreamkitError, KeyError):
+    """The key lives in a table partition this worker does not own (or has not recovered)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class WrongPartition(StreamkitError):
+    """An agent wrote a key that belongs to another partition than the record it processes."""
+
+
+class TablePartition:
+    """One partition's store plus the writes not yet checkpointed."""
+
+    __slots__ = ("number", "store", "cache", "flushing", "ready")
+
+    def __init__(self, number: int, store: Store) -> None:
+        self.number = number
+        self.store = store
+        self.cache: dict[bytes, Any] = {}
+        self.flushing: dict[bytes, Any] = {}
+        self.ready = False
+
+
+class Table:
+    """``app.Table(name, default=int)``: ``t[k] += 1`` inside an agent."""
+
+    is_global = False
+
+    def __init__(self, app: "App", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
+                 value_type: Any = None, partitions: int | None = None, store: str | None = None,
+                 help: str = "") -> None:
+        self.app = app
+        self.name = name
+        self.default = default
+        self.key_type = key_type
+        self.value_type = value_type
+        self.partitions = partitions or app.conf.topic_partitions
+        self.store_url = store or app.conf.store
+        self.help = help
+        self.key_codec = codec_for(key_type, key=True)
+        self.value_codec = codec_for(value_type)
+        self.changelog: "Topic" = app.topic(
+            f"{app.id}-{name}-changelog", partitions=self.partitions, internal=True,
+            config={"cleanup.policy": "compact"}, key_serializer="raw", value_serializer="raw",
+        )
+        self.local: dict[int, TablePartition] = {}  # partitions this worker serves
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} partitions={self.partitions} store={self.store_url}>"
+
+    # -- placement ------------------------------------------------------------------------------
+
+    def partition_of(self, key_bytes: bytes | None) -> int:
+        return partition_for_key(key_bytes or b"", self.partitions)
+
+    def _locate(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
+        key_bytes = self.key_codec.encode(key) or b""
+        number = self.partition_of(key_bytes)
+        if writing and not self.is_global:
+            event = current_event()
+            if event is not None and event.partition != number:
+                raise WrongPartition(
+                    f"table {self.name!r}: key {key!r} belongs to partition {number}, but the record being "
+                    f"processed came from {event.topic}[{event.partition}]; re-key the stream first "
+                    f"(stream.group_by) so the table is co-partitioned with its source"
+                )
+        part = self.local.get(number)
+        if part is None or not part.ready:
+            state = "is recovering" if part is not None else "is not owned by this worker"
+            raise PartitionNotLocal(f"table {self.name!r}: partition {number} (key {key!r}) {state}")
+        return key_bytes, part
+
+    # -- dict API -------------------------------------------------------------------------------
+
+    def _read(self, key_bytes: bytes, part: TablePartition) -> Any:
+        value = part.cache.get(key_bytes, _MISSING)
+        if value is _MISSING:
+            value = part.flushing.get(key_bytes, _MISSING)
+        if value is _MISSING:
+            raw = part.store.get(key_bytes)
+            return _MISSING if raw is None else self.value_codec.decode(raw)
+        return _MISSING if value is DELETED else value
+
+    def __getitem__(self, key: Any) -> Any:
+        key_bytes, part = self._locate(key, writing=False)
+        value = self._read(key_bytes, part)
+        if value is _MISSING:
+            if self.default is None:
+                raise KeyError(key)
+            return self.default()
+        return value
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key_bytes, part = self._locate(key, writing=True)
+        part.cache[key_bytes] = value
+
+    def __delitem__(self, key: Any) -> None:
+        key_bytes, part = self._locate(key, writing=True)
+        if self._read(key_bytes, part) is _MISSING:
+            raise KeyError(key)
+        part.cache[key_bytes] = DELETED
+
+    def __contains__(self, key: Any) -> bool:
+        key_bytes, part = self._locate(key, writing=False)
+        return self._read(key_bytes, part) is not _MISSING
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        key_bytes, part = self._locate(key, writing=False)
+        value = self._read(key_bytes, part)
+        return default if value is _MISSING else value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        key_bytes, part = self._locate(key, writing=True)
+        value = self._read(key_bytes, part)
+        if value is _MISSING:
+            part.cache[key_bytes] = value = default
+        return value
+
+    def _local_items(self) -> Iterator[tuple[Any, Any]]:
+        decode_key, decode_value = self.key_codec.decode, self.value_codec.decode
+        for part in list(self.local.values()):
+            if not part.ready:
+                continue
+            overlay = {**part.flushing, **part.cache}
+            for key_bytes, raw in part.store.items():
+                if key_bytes not in overlay:
+                    yield decode_key(key_bytes), decode_value(raw)
+            for key_bytes, value in overlay.items():
+                if value is not DELETED:
+                    yield decode_key(key_bytes), value
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """Pairs of the partitions this worker owns (a GlobalTable: all of them)."""
+        return self._local_items()
+
+    def keys(self) -> Iterator[Any]:
+        return (k for k, _ in self._local_items())
+
+    def values(self) -> Iterator[Any]:
+        return (v for _, v in self._local_items())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._local_items())
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.keys()
+
+    # -- checkpoint -----------------------------------------------------------------------------
+
+    def take_changes(self) -> dict[int, dict[bytes, bytes | None]]:
+        """Snapshot and encode every partition's changes (one entry per changed key)."""
+        encode = self.value_codec.encode
+        changes: dict[int, dict[bytes, bytes | None]] = {}
+        for number, part in self.local.items():
+            if not part.cache:
+                continue
+            part.flushing, part.cache = part.cache, {}
+            changes[number] = {k: (None if v is DELETED else encode(v)) for k, v in part.flushing.items()}
+        return changes
+
+    def changes_applied(self, number: int) -> None:
+        part = self.local.get(number)
+        if part is not None:
+            part.flushing = {}
+
+    def changes_dropped(self) -> None:
+        """A flush failed: put the snapshot back under newer writes so nothing is lost."""
+        for part in self.local.values():
+            if part.flushing:
+                part.cache = {**part.flushing, **part.cache}
+                part.flushing = {}
+
+
+class GlobalTable(Table):
+    """Every worker holds every partition, kept current from the changelog.
+
+    Reads see a write made on another worker after that worker's next checkpoint plus the time
+    this worker's changelog reader needs to fetch it: ``commit_interval + fetch_timeout`` plus
+    broker latency (about 1.5 s with the defaults).
+    """
+
+    is_global = True
+
+
+def check_copartitioning(table: Table, topic: "Topic", partitions: int) -> None:
+    if table.partitions != partitions:
+        raise ConfigurationError(
+            f"table {table.name!r} has {table.partitions} partitions but topic {topic.name!r} has {partitions}: "
+            "a table must have as many partitions as the topic whose records write to it"
+        )

@@ -1,0 +1,1 @@
+"""web layer: aiohttp views inside the worker (see server.py)."""

@@ -1,0 +1,65 @@
+"""Prometheus metrics, computed from the runtime when scraped (nothing on the hot path)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+if TYPE_CHECKING:
+    from ..app import App
+
+
+class _RuntimeCollector:
+    def __init__(self, app: "App") -> None:
+        self.app = app
+
+    def collect(self) -> Iterator[Any]:
+        runtime = self.app.runtime
+        if runtime is None:
+            return
+        app_id = self.app.id
+        records = CounterMetricFamily("streamkit_records_received", "Records fetched and routed", labels=["app"])
+        records.add_metric([app_id], runtime.router.records_in)
+        yield records
+        errors = CounterMetricFamily("streamkit_error_policy_records", "Records handled by the error policy",
+                                     labels=["app", "action"])
+        for action, count in runtime.errors.counts.items():
+            errors.add_metric([app_id, action], count)
+        yield errors
+        lag = GaugeMetricFamily("streamkit_consumer_lag", "High watermark minus processed offset",
+                                labels=["app", "topic", "partition"])
+        consumer = runtime.consumer
+        for tp, delivered in list(runtime.router.delivered.items()):
+            high = consumer.highwater(tp) if consumer is not None else None
+            if high is not None:
+                lag.add_metric([app_id, tp.topic, str(tp.partition)], max(0, high - delivered))
+        yield lag
+        tables = runtime.tables
+        if tables is not None:
+            progress = tables.progress
+            rec = GaugeMetricFamily("streamkit_recovery_records", "Changelog records of the current recovery",
+                                    labels=["app", "state"])
+            rec.add_metric([app_id, "done"], progress.done)
+            rec.add_metric([app_id, "total"], progress.total)
+            yield rec
+            active = GaugeMetricFamily("streamkit_recovery_active", "1 while tables recover", labels=["app"])
+            active.add_metric([app_id], 1 if progress.active else 0)
+            yield active
+        restarts = CounterMetricFamily("streamkit_agent_restarts", "Agent restarts after exceptions",
+                                       labels=["app", "agent"])
+        for name, agent in self.app.agents.items():
+            restarts.add_metric([app_id, name], agent.restarts)
+        yield restarts
+
+
+class Metrics:
+    def __init__(self, app: "App") -> None:
+        self.registry = CollectorRegistry()
+        self.registry.register(_RuntimeCollector(app))
+        self.commit_seconds = Histogram("streamkit_commit_seconds", "Checkpoint duration", registry=self.registry,
+                                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

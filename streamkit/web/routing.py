@@ -1,0 +1,94 @@
+"""Send a table query to the worker that owns the key's partition.
+
+A view decorated with ``@app.table_route`` runs where the key lives: locally when this worker
+serves that partition, else the request is forwarded (once) to the owner's URL from the cluster
+claims. A partition being recovered or moved answers 503 with a JSON reason, never a traceback.
+"""
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+
+from ..codecs import JsonCodec
+from ..errors import DecodeError
+from ..models.record import dumps
+
+if TYPE_CHECKING:
+    from ..app import App
+
+FORWARDED = "X-Streamkit-Forwarded"
+
+
+def decode_url_key(table: Any, raw: str) -> Any:
+    """A key from a URL: text for str/untyped keys, JSON for anything typed (400 on failure)."""
+    if table.key_type in (None, str):
+        return raw
+    if table.key_type is bytes:
+        return raw.encode()
+    try:
+        return JsonCodec(table.key_type).decode(raw.encode())
+    except DecodeError as exc:
+        raise web.HTTPBadRequest(text=_json({"error": f"bad key {raw!r}: {exc}"}), content_type="application/json")
+
+
+def _json(obj: Any) -> str:
+    return dumps(obj).decode()
+
+
+def error(status: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status, dumps=_json)
+
+
+async def forward(app: "App", request: web.Request, url: str) -> web.Response:
+    """Proxy ``request`` to ``url`` (same path and query) and relay the answer."""
+    headers = {FORWARDED: "1"}
+    if "Authorization" in request.headers:
+        headers["Authorization"] = request.headers["Authorization"]
+    target = url.rstrip("/") + request.rel_url.path_qs
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            async with session.request(request.method, target, headers=headers, data=await request.read()) as resp:
+                body = await resp.read()
+                return web.Response(body=body, status=resp.status, content_type=resp.content_type)
+    except aiohttp.ClientError as exc:
+        return error(503, f"owner {url} unreachable: {exc}")
+
+
+async def route_key(app: "App", table: Any, key: Any, request: web.Request) -> web.Response | None:
+    """None when this worker should answer; otherwise the forwarded (or 503) response."""
+    number = table.partition_of(table.key_codec.encode(key))
+    part = table.local.get(number)
+    if part is not None:
+        return None if part.ready else error(503, f"partition {number} of {table.name!r} is recovering",
+                                             partition=number)
+    if request.headers.get(FORWARDED):
+        return error(503, f"partition {number} of {table.name!r} is moving between workers", partition=number)
+    cluster = app.web.cluster if app.web is not None else None
+    owner = cluster.owner(table.name, number) if cluster is not None else None
+    if owner is None or owner == (cluster.url if cluster else None):
+        return error(503, f"no worker serves partition {number} of {table.name!r} yet", partition=number)
+    return await forward(app, request, owner)
+
+
+def table_route(app: "App", table: Any, *, match_info: str | None = None, query_param: str | None = None) -> Any:
+    if (match_info is None) == (query_param is None):
+        raise ValueError("table_route needs exactly one of match_info or query_param")
+
+    def decorate(view: Any) -> Any:
+        @functools.wraps(view)
+        async def routed(web_: Any, request: web.Request, **kwargs: Any) -> web.StreamResponse:
+            raw = request.match_info.get(match_info) if match_info else request.query.get(query_param or "")
+            if raw is None:
+                return error(400, f"missing key parameter {match_info or query_param!r}")
+            key = decode_url_key(table, raw)
+            forwarded = await route_key(app, table, key, request)
+            if forwarded is not None:
+                return forwarded
+            return await view(web_, request, **kwargs)
+
+        return routed
+
+    return decorate

@@ -1,0 +1,142 @@
+"""The worker's web server (aiohttp): user pages, table queries, health, readiness, metrics.
+
+Bound to 127.0.0.1 unless configured. Every failure answers JSON with a status code (400 bad
+key, 401 bad token, 404 unknown table or key, 503 not ready) — never a traceback page; a view
+that raises is logged and answers 500 without affecting the worker.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ..models.record import dumps
+from .cluster import Cluster
+from .metrics import Metrics
+from .routing import decode_url_key, error, route_key
+
+if TYPE_CHECKING:
+    from ..app import App
+
+log = logging.getLogger("streamkit.web")
+
+
+class Web:
+    """What a view gets as its first argument: response helpers."""
+
+    @staticmethod
+    def json(obj: Any, status: int = 200) -> web.Response:
+        return web.Response(body=dumps(obj), status=status, content_type="application/json")
+
+    @staticmethod
+    def text(body: str, status: int = 200) -> web.Response:
+        return web.Response(text=body, status=status)
+
+
+class WebServer:
+    def __init__(self, app: "App") -> None:
+        self.app = app
+        conf = app.conf
+        self.url = conf.web_advertised_url or f"http://{conf.web_host}:{conf.web_port}"
+        self.cluster = Cluster(app, self.url)
+        self.metrics = Metrics(app)
+        self._runner: web.AppRunner | None = None
+        self.helper = Web()
+
+    def build(self) -> web.Application:
+        application = web.Application(middlewares=[self._errors, self._auth])
+        application.router.add_get("/health", self.health)
+        application.router.add_get("/ready", self.ready)
+        application.router.add_get("/metrics", self.metrics_view)
+        application.router.add_get("/tables", self.tables)
+        application.router.add_get("/tables/{name}/{key}", self.table_key)
+        for path, view in self.app.pages:
+            application.router.add_route("*", path, self._page(view))
+        return application
+
+    def _page(self, view: Any) -> Any:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            return await view(self.helper, request, **request.match_info)
+
+        return handler
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.content_type == "application/json":
+                raise
+            return error(exc.status, exc.reason)
+        except Exception as exc:
+            log.exception("web view %s failed", request.path)
+            return error(500, f"{type(exc).__name__}: {exc}")
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        token = self.app.conf.web_auth_token
+        if token and request.headers.get("Authorization") != f"Bearer {token}":
+            return error(401, "missing or wrong bearer token")
+        return await handler(request)
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.build(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.app.conf.web_host, self.app.conf.web_port)
+        await site.start()
+        await self.cluster.start()
+        log.info("web server on %s", self.url)
+
+    async def stop(self) -> None:
+        await self.cluster.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- built-in views -------------------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        runtime = self.app.runtime
+        if runtime is None or runtime.fatal is not None:
+            return error(503, "worker is not running" if runtime is None else f"halted: {runtime.fatal}")
+        return Web.json({"status": "ok"})
+
+    async def ready(self, request: web.Request) -> web.Response:
+        runtime = self.app.runtime
+        tables = runtime.tables if runtime is not None else None
+        progress = tables.progress if tables is not None else None
+        ready = bool(runtime is not None and runtime.fatal is None and tables is not None and tables.ready
+                     and runtime.rebalances > 0)
+        body: dict[str, Any] = {"ready": ready}
+        if progress is not None and progress.active:
+            body["recovery"] = {"done": progress.done, "total": progress.total, "rate": round(progress.rate, 1),
+                                "eta_s": progress.eta}
+        return Web.json(body, 200 if ready else 503)
+
+    async def metrics_view(self, request: web.Request) -> web.Response:
+        body, content_type = self.metrics.render()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def tables(self, request: web.Request) -> web.Response:
+        return Web.json({
+            name: {"partitions": t.partitions, "store": t.store_url, "changelog": t.changelog.name,
+                   "global": t.is_global, "local_partitions": sorted(t.local)}
+            for name, t in self.app.tables.items()
+        })
+
+    async def table_key(self, request: web.Request) -> web.Response:
+        table = self.app.tables.get(request.match_info["name"])
+        if table is None:
+            return error(404, f"no table named {request.match_info['name']!r}")
+        key = decode_url_key(table, request.match_info["key"])
+        routed = await route_key(self.app, table, key, request)
+        if routed is not None:
+            return routed
+        value = table.get(key, _ABSENT)
+        if value is _ABSENT:
+            return error(404, f"key {key!r} not in table {table.name!r}", key=key)
+        return Web.json({"key": key, "value": value})
+
+
+_ABSENT = object()
