@@ -44,6 +44,8 @@ class App:
         self.dlq_topic_name = self.conf.dlq_topic or f"{id}-dlq"
         self.leader_topic = Topic(self, f"{id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{id}-replies", partitions=1, internal=True)
+        self.cluster_topic = Topic(self, f"{id}-__cluster", partitions=1, internal=True)
+        self.web: Any = None
 
     def __repr__(self) -> str:
         return f"<App {self.id!r} broker={self.conf.broker} driver={self.conf.driver}>"
@@ -150,7 +152,9 @@ class App:
         topics = dict(self.topics)
         for agent in self.agents.values():
             topics.setdefault(agent.topic.name, agent.topic)
-        for topic in (self.leader_topic, self.reply_topic):
+        for table in self.tables.values():
+            topics[table.changelog.name] = table.changelog
+        for topic in (self.leader_topic, self.reply_topic, self.cluster_topic):
             topics[topic.name] = topic
         if self.conf.error_policy == "dlq" and self.dlq_topic_name not in topics:
             topics[self.dlq_topic_name] = Topic(self, self.dlq_topic_name, internal=True)
@@ -217,8 +221,29 @@ class App:
             with contextlib.suppress(Exception):
                 await runtime.stop()
             raise
+        if self.conf.web_enabled:
+            await self._start_web()
         self._timers = Timers(self.timers, self.clock, lambda: self.is_leader)
         self._timers.start()
+
+    async def _start_web(self) -> None:
+        from .web.server import WebServer
+
+        web = WebServer(self)
+        try:
+            await web.start()
+        except OSError as exc:
+            await self.stop()
+            raise ConfigurationError(
+                f"cannot serve web views on {self.conf.web_host}:{self.conf.web_port} ({exc.strerror}); "
+                "choose another --web-port or set web_enabled=False"
+            ) from None
+        self.web = web
+        runtime = self.runtime
+        runtime.checkpoint.observers.append(web.metrics.commit_seconds.observe)
+        if runtime.tables is not None:
+            runtime.tables.on_serving.append(web.cluster.publish)
+            await runtime.tables.announce()
 
     async def stop(self) -> None:
         """Graceful stop: finish in-flight records, commit, flush, leave the group."""
@@ -226,6 +251,9 @@ class App:
             await self._timers.stop()
             self._timers = None
         await self.replies.stop()
+        if self.web is not None:
+            web, self.web = self.web, None
+            await web.stop()
         if self.runtime is not None:
             runtime, self.runtime = self.runtime, None
             await runtime.stop()

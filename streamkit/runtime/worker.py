@@ -46,6 +46,7 @@ class Runtime(Service):
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
         self.checkpoint: Checkpoint | None = None
+        self.tables: Any = None  # the TableManager, when the app has tables
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
@@ -74,6 +75,12 @@ class Runtime(Service):
         self.consumer = self.driver.consumer(self.app.id)
         await self.consumer.start()
         self.checkpoint = Checkpoint(self.router, self.consumer, self.producer)
+        if self.app.tables:
+            from ..tables.manager import TableManager
+
+            self.tables = TableManager(self, self.app.tables.values())
+            self.checkpoint.participants.append(self.tables)
+            await self.tables.start()
         self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
@@ -91,6 +98,8 @@ class Runtime(Service):
         self.assigned.update(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
         log.info("assigned %d partitions%s: %s", len(tps), " (leader)" if self.is_leader else "", describe_tps(tps))
+        if self.tables is not None:
+            await self.tables.rebalanced(self.assigned)
 
     async def _on_revoked(self, tps: list[TP]) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
@@ -99,6 +108,8 @@ class Runtime(Service):
         await self.release(tps, self.conf.stop_timeout)
         self.assigned.difference_update(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
+        if self.tables is not None and not self._stopping:
+            await self.tables.rebalanced(self.assigned)
 
     async def release(self, tps: list[TP], timeout: float) -> None:
         revoked = set(tps)
@@ -180,6 +191,12 @@ class Runtime(Service):
             await self.release(sorted(self.assigned), self.conf.stop_timeout if self.fatal is None else 0.5)
         for agent in self.app.agents.values():
             await agent.stop()
+        if self.tables is not None and self.checkpoint is not None:
+            try:
+                await self.checkpoint.commit()  # flush what agents wrote while stopping
+            except Exception as exc:
+                log.warning("final checkpoint failed (records will be processed again): %r", exc)
+            await self.tables.stop()
         if self.consumer is not None:
             try:
                 await self.consumer.stop()

@@ -36,6 +36,16 @@ class TableManager:
         self._recovering: asyncio.Task | None = None
         self._generation = 0
         self.replayed_total = 0
+        self.on_serving: list[Any] = []  # async callbacks({table: [partitions]}) after each change
+
+    async def announce(self) -> None:
+        """Tell listeners (the web cluster) which table partitions this worker serves now."""
+        serving = {t.name: sorted(n for n, p in t.local.items() if p.ready) for t in self.tables if not t.is_global}
+        for callback in self.on_serving:
+            try:
+                await callback(serving)
+            except Exception as exc:
+                log.warning("announcing table partitions failed: %r", exc)
 
     @property
     def ready(self) -> bool:
@@ -148,6 +158,7 @@ class TableManager:
         for table in self.tables:
             for part in table.local.values():
                 part.ready = True
+        await self.announce()
         tail = dict(standby)
         for table in self.tables:
             if table.is_global:

@@ -121,7 +121,14 @@ class ConfluentConsumer(Consumer):
 
     def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
         revoke = self._bridge(on_revoked)
-        self.client.subscribe(list(topics), on_assign=self._bridge(on_assigned), on_revoke=revoke, on_lost=revoke)
+        assigned = self._bridge(on_assigned)
+
+        def assign_then_notify(consumer: Any, partitions: list[TopicPartition]) -> None:
+            # Apply the assignment first, so the callback can pause partitions (for recovery).
+            consumer.assign(partitions)
+            assigned(consumer, partitions)
+
+        self.client.subscribe(list(topics), on_assign=assign_then_notify, on_revoke=revoke, on_lost=revoke)
 
     async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
         offsets = offsets or {}

@@ -18,7 +18,7 @@ class Reading(sk.Record):
 
 
 def make_app(name, broker_address, driver, **settings):
-    return sk.App(name, broker=broker_address, driver=driver, commit_interval=0.5,
+    return sk.App(name, broker=broker_address, driver=driver, commit_interval=0.5, web_enabled=False,
                   **{**TEST_CONSUMER_SETTINGS, **settings})
 
 

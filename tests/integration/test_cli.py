@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def cli(*args, env=None, cwd=ROOT, timeout=60):
     return subprocess.run([sys.executable, "-m", "streamkit", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+                          timeout=timeout, env={**os.environ, "STREAMKIT_WEB_ENABLED": "false", **(env or {})})
 
 
 def test_version():

@@ -19,6 +19,7 @@ def load_example(name, monkeypatch):
     monkeypatch.setenv("STREAMKIT_DRIVER", "memory")
     monkeypatch.setenv("STREAMKIT_BROKER", broker)
     monkeypatch.setenv("STREAMKIT_COMMIT_INTERVAL", "0.05")
+    monkeypatch.setenv("STREAMKIT_WEB_ENABLED", "false")
     spec = importlib.util.spec_from_file_location(f"example_{name}_{uuid.uuid4().hex[:6]}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -119,7 +120,7 @@ def test_bad_timer_definitions_are_rejected():
 
 async def test_app_timer_runs_inside_the_worker():
     name = f"tm-{uuid.uuid4().hex[:6]}"
-    app = sk.App(name, broker=f"memory://{name}", driver="memory")
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False)
     ticks = []
 
     @app.timer(0.05, on_leader=True)

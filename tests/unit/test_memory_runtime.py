@@ -20,7 +20,8 @@ class Order(sk.Record):
 
 def make_app(**settings):
     name = f"mem-{uuid.uuid4().hex[:6]}"
-    return sk.App(name, broker=f"memory://{name}", driver="memory", commit_interval=0.05, **settings)
+    return sk.App(name, broker=f"memory://{name}", driver="memory", commit_interval=0.05,
+                  web_enabled=False, **settings)
 
 
 def log_of(app, topic):
@@ -200,7 +201,7 @@ async def test_rebalance_between_two_members_commits_and_moves_partitions():
     counts = {"a": 0, "b": 0}
 
     def build(tag):
-        app = sk.App(name, broker=f"memory://{name}", driver="memory", commit_interval=0.05)
+        app = sk.App(name, broker=f"memory://{name}", driver="memory", commit_interval=0.05, web_enabled=False)
         src = app.topic("work", value_type=int, partitions=4)
 
         @app.agent(src)
