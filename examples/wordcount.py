@@ -1,12 +1,13 @@
 """Word count: sentences in, per-word running counts out.
 
-    streamkit worker -A wordcount:app          # run the worker (in this directory)
-    python wordcount.py feed sample.txt        # send each line as a sentence
-    python wordcount.py show --expect N        # print the counts once N words were counted
+    streamkit worker -A wordcount:app --web-port 6066   # run the worker (in this directory)
+    python wordcount.py feed sample.txt                 # send each line as a sentence
+    python wordcount.py show --expect N                 # print the counts once N words were counted
+    curl http://127.0.0.1:6066/count/fox/               # ask any worker for one word's count
 
-`split` re-keys every word through `group_by`, so all occurrences of a word reach the same
-`count` instance. Counts are kept in a plain dict here; the Tables issue replaces it with a
-changelog-backed `app.Table` that survives restarts.
+`split` sends every word keyed by the word, so all occurrences of a word reach the partition
+that owns its count. Counts live in a changelog-backed table (RocksDB by default), so they
+survive restarts; `/count/{word}/` is answered by whichever worker owns the word.
 """
 import asyncio
 import os
@@ -19,7 +20,7 @@ app = sk.App("wordcount", broker=os.environ.get("STREAMKIT_BROKER", "127.0.0.1:9
 sentences = app.topic("wordcount-sentences", value_type=str, partitions=4)
 words = app.topic("wordcount-words", key_type=str, value_type=str, partitions=4)
 counts_topic = app.topic("wordcount-counts", key_type=str, value_type=int, partitions=4)
-counts: dict[str, int] = {}
+counts = app.Table("word-counts", default=int, partitions=4, help="Occurrences of each word.")
 
 
 @app.agent(sentences)
@@ -34,8 +35,14 @@ async def split(stream):
 async def count(stream):
     """Count each word; the running count goes to wordcount-counts keyed by the word."""
     async for word in stream:
-        counts[word] = counts.get(word, 0) + 1
+        counts[word] += 1
         yield counts[word]
+
+
+@app.page("/count/{word}/")
+@app.table_route(table=counts, match_info="word")
+async def word_count(web, request, word):
+    return web.json({"word": word, "count": counts[word]})
 
 
 async def feed(path: str) -> None:
@@ -69,6 +76,13 @@ def show(expect: int, timeout: float = 60.0) -> None:
         sys.exit(1)
 
 
+def query(word: str, port: int) -> None:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/count/{word}/", timeout=10) as response:
+        print(response.read().decode())
+
+
 def total(path: str) -> int:
     with open(path) as lines:
         return sum(len(line.split()) for line in lines)
@@ -80,6 +94,8 @@ if __name__ == "__main__":
         asyncio.run(feed(sys.argv[2]))
     elif command == "show":
         show(int(sys.argv[sys.argv.index("--expect") + 1]))
+    elif command == "query":
+        query(sys.argv[2], int(sys.argv[sys.argv.index("--port") + 1]))
     elif command == "total":
         print(total(sys.argv[2]))
     else:

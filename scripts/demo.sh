@@ -18,10 +18,14 @@ for _ in $(seq 100); do [ -s "$WORK/broker.out" ] && break; sleep 0.1; done
 export STREAMKIT_BROKER=$(head -n1 "$WORK/broker.out")
 echo "dev broker on $STREAMKIT_BROKER"
 
+WEB_PORT=$("$PY" -c 'from streamkit.devbroker import free_port; print(free_port())')
 cd examples
-"$PY" -m streamkit worker -A wordcount:app -l warning > "$WORK/worker.log" 2>&1 &
+"$PY" -m streamkit worker -A wordcount:app -l warning --web-port "$WEB_PORT" --data-dir "$WORK/data" \
+  > "$WORK/worker.log" 2>&1 &
 WORKER_PID=$!
 "$PY" wordcount.py feed sample.txt
 "$PY" wordcount.py show --expect "$("$PY" wordcount.py total sample.txt)"
+echo "asking the worker's web view: GET /count/the/"
+"$PY" wordcount.py query the --port "$WEB_PORT"
 kill -TERM "$WORKER_PID"; wait "$WORKER_PID"; WORKER_PID=
 echo "worker stopped cleanly"

@@ -60,13 +60,34 @@ def cli() -> None:
 @cli.command()
 @app_option
 @click.option("-l", "--loglevel", default="info", show_default=True)
-def worker(app_spec: str, loglevel: str) -> None:
+@click.option("--web-port", type=int, default=None, help="Port of the worker's web server (default 6066).")
+@click.option("--web-host", default=None, help="Address the web server binds to (default 127.0.0.1).")
+@click.option("--without-web", is_flag=True, help="Do not serve web views.")
+@click.option("--data-dir", default=None, help="Where table stores live (one per worker on a machine).")
+def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | None, without_web: bool,
+           data_dir: str | None) -> None:
     """Run a worker for the app until SIGINT/SIGTERM."""
     from ..runtime.runner import run_worker
 
+    # Options become STREAMKIT_* variables before the app module builds its settings.
+    for name, value in (("WEB_PORT", web_port), ("WEB_HOST", web_host), ("DATA_DIR", data_dir),
+                        ("WEB_ENABLED", "false" if without_web else None)):
+        if value is not None:
+            os.environ[f"STREAMKIT_{name}"] = str(value)
     setup_logging(loglevel)
     app = load_app(app_spec)
     sys.exit(run_worker(app))
+
+
+@cli.command()
+@app_option
+def tables(app_spec: str) -> None:
+    """List the app's tables with partitions, store and changelog topic."""
+    app = load_app(app_spec)
+    for table in app.tables.values():
+        kind = "global" if table.is_global else "table"
+        click.echo(f"{table.name}\t{kind}\tpartitions={table.partitions}\tstore={table.store_url}\t"
+                   f"changelog={table.changelog.name}\t{table.help}")
 
 
 @cli.command()

@@ -97,6 +97,12 @@ class AiokafkaConsumer(Consumer):
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
         return {tp: await self._client.committed(TopicPartition(*tp)) for tp in tps}
 
+    def highwater(self, tp: TP) -> int | None:
+        try:
+            return self._client.highwater(TopicPartition(*tp))
+        except Exception:  # not assigned any more
+            return None
+
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         ends = await self._client.end_offsets(_tps(tps))
         return {TP(tp.topic, tp.partition): off for tp, off in ends.items()}

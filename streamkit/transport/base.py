@@ -124,6 +124,10 @@ class Consumer(abc.ABC):
     @abc.abstractmethod
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]: ...
 
+    def highwater(self, tp: TP) -> int | None:
+        """The last high watermark the client saw for ``tp`` (no request); None if unknown."""
+        return None
+
 
 class Producer(abc.ABC):
     """Sends without waiting per record; ``flush`` is the durability point."""

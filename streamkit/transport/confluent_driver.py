@@ -188,6 +188,13 @@ class ConfluentConsumer(Consumer):
         parts = await self._call(self.client.committed, _tps(tps), timeout=10)
         return {TP(p.topic, p.partition): (p.offset if p.offset >= 0 else None) for p in parts}
 
+    def highwater(self, tp: TP) -> int | None:
+        try:
+            _low, high = self.client.get_watermark_offsets(TopicPartition(*tp), cached=True)
+        except KafkaException:
+            return None
+        return high if high >= 0 else None
+
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         out = {}
         for tp in tps:

@@ -196,6 +196,9 @@ class MemoryConsumer(Consumer):
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         return {tp: self.broker.end_offset(tp) for tp in tps}
 
+    def highwater(self, tp: TP) -> int | None:
+        return self.broker.end_offset(tp)
+
 
 class MemoryProducer(Producer):
     def __init__(self, broker: MemoryBroker) -> None:

@@ -52,12 +52,15 @@ def test_topics_create_list_describe_send_and_agents(broker_address, unique):
     assert [(m.key(), orjson.loads(m.value())) for m in records] == [(b"k1", 42)]
     agents = cli("agents", "-A", "tests.apps.pipeline:app", env=env)
     assert f"copy\ttopic=cli-in-{unique}" in agents.stdout and "Copy each record" in agents.stdout
+    tables = cli("tables", "-A", "wordcount:app", cwd=ROOT / "examples")
+    assert "word-counts\ttable\tpartitions=4\tstore=rocksdb://\tchangelog=wordcount-word-counts-changelog" in tables.stdout
 
 
 def test_readme_demo_runs(tmp_path):
     result = subprocess.run(["bash", "scripts/demo.sh"], cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "counted (expected 39)" in result.stdout and "39 counted" in result.stdout
+    assert '{"word":"the","count":5}' in result.stdout
     assert "worker stopped cleanly" in result.stdout
 
 

@@ -14,20 +14,21 @@ from streamkit.timers import Clock, Timer
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def load_example(name, monkeypatch):
+def load_example(name, monkeypatch, tmp_path):
     broker = f"memory://{name}-{uuid.uuid4().hex[:6]}"
     monkeypatch.setenv("STREAMKIT_DRIVER", "memory")
     monkeypatch.setenv("STREAMKIT_BROKER", broker)
     monkeypatch.setenv("STREAMKIT_COMMIT_INTERVAL", "0.05")
     monkeypatch.setenv("STREAMKIT_WEB_ENABLED", "false")
+    monkeypatch.setenv("STREAMKIT_DATA_DIR", str(tmp_path))
     spec = importlib.util.spec_from_file_location(f"example_{name}_{uuid.uuid4().hex[:6]}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-async def test_orders_example_group_by_and_ask(monkeypatch):
-    ex = load_example("orders", monkeypatch)
+async def test_orders_example_group_by_and_ask(monkeypatch, tmp_path):
+    ex = load_example("orders", monkeypatch, tmp_path)
     async with ex.app.running():
         for i in range(30):
             await ex.orders.send(key=f"o{i}", value=ex.Order(f"o{i}", f"user{i % 3}", 1.5))
@@ -36,14 +37,15 @@ async def test_orders_example_group_by_and_ask(monkeypatch):
         assert await ex.user_total.ask("nobody", timeout=5) == 0.0
 
 
-async def test_wordcount_example_counts_every_word(monkeypatch):
-    ex = load_example("wordcount", monkeypatch)
+async def test_wordcount_example_counts_every_word(monkeypatch, tmp_path):
+    ex = load_example("wordcount", monkeypatch, tmp_path)
     text = (EXAMPLES / "sample.txt").read_text().splitlines()
     async with ex.app.running():
         for line in text:
             await ex.sentences.send(value=line)
+        await wait_for(lambda: ex.app.runtime.tables.ready and ex.app.runtime.rebalances, 10)
         await wait_for(lambda: sum(ex.counts.values()) == ex.total(str(EXAMPLES / "sample.txt")), 10)
-    assert ex.counts["the"] == 5 and ex.counts["stream"] == 3
+        assert ex.counts["the"] == 5 and ex.counts["stream"] == 3
 
 
 class VirtualClock(Clock):
