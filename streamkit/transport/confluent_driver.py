@@ -102,17 +102,23 @@ class ConfluentConsumer(Consumer):
             try:
                 future = asyncio.run_coroutine_threadsafe(callback(tps), loop)
                 deadline = time.monotonic() + _REBALANCE_TIMEOUT
-                while not future.done() and time.monotonic() < deadline:
+                while time.monotonic() < deadline:
                     try:
                         fn, result = self._inline_calls.get(timeout=0.02)
                     except queue.Empty:
+                        if future.done():
+                            break
                         continue
                     try:
                         value = fn()
                     except BaseException as exc:  # handed back to the awaiting coroutine
-                        loop.call_soon_threadsafe(_settle, result, None, exc)
+                        if result is None:
+                            log.warning("consumer call during rebalance failed: %r", exc)
+                        else:
+                            loop.call_soon_threadsafe(_settle, result, None, exc)
                     else:
-                        loop.call_soon_threadsafe(_settle, result, value, None)
+                        if result is not None:
+                            loop.call_soon_threadsafe(_settle, result, value, None)
             finally:
                 self._rebalancing = False
             future.result(0 if future.done() else 1)
@@ -157,13 +163,23 @@ class ConfluentConsumer(Consumer):
     def assignment(self) -> set[TP]:
         return {TP(p.topic, p.partition) for p in self.client.assignment()}
 
+    def _now_or_inline(self, fn: Any) -> None:
+        """Run ``fn`` now, or on the fetch thread when a rebalance callback blocks it
+        (librdkafka's pause/resume wait for that thread)."""
+        if self._rebalancing:
+            self._inline_calls.put((fn, None))
+        else:
+            fn()
+
     def pause(self, tps: Sequence[TP]) -> None:
         if tps:
-            self.client.pause(_tps(tps))
+            parts = _tps(tps)
+            self._now_or_inline(lambda: self.client.pause(parts))
 
     def resume(self, tps: Sequence[TP]) -> None:
         if tps:
-            self.client.resume(_tps(tps))
+            parts = _tps(tps)
+            self._now_or_inline(lambda: self.client.resume(parts))
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()

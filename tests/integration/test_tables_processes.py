@@ -206,13 +206,16 @@ def test_queries_route_to_the_owner_and_follow_a_failover(broker_address, driver
     assert (status, body) == (200, {"key": key, "count": 4})  # answered by b, through a
     status, body = a.get(f"/tables/counts/{key}")
     assert (status, body) == (200, {"key": key, "value": 4})
+    time.sleep(2)  # a few checkpoints: b's counts are in its changelog partitions
+    replayed_before = a.replayed()
     b.stop(signal.SIGKILL)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         status, body = a.get(f"/count/{key}")
-        if status == 200:
+        if status == 200 and body["count"] == 4:
             break
         time.sleep(0.3)
     assert (status, body) == (200, {"key": key, "count": 4})  # a took b's partition over
+    assert a.replayed() > replayed_before, "a served b's partition without recovering its changelog"
     _, tables = a.get("/tables")
     assert set(tables["counts"]["local_partitions"]) == {0, 1, 2, 3}
