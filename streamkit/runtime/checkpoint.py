@@ -50,8 +50,8 @@ class Checkpoint:
                 offsets[tp] = offset
         return offsets
 
-    async def commit(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
-        """Run the protocol once; returns what was committed."""
+    async def commit(self, tps: Iterable[TP] | None = None, *, wait: bool = True) -> dict[TP, int]:
+        """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
             started = time.monotonic()
             offsets = self.offsets_to_commit(tps)
@@ -61,7 +61,7 @@ class Checkpoint:
                 sent = [await p.send(c, self.producer) for p, c in changes]
                 await self.producer.flush()
                 if offsets:
-                    await self.consumer.commit(offsets)
+                    await self.consumer.commit(offsets, wait=wait)
             except BaseException:
                 for participant, c in changes:
                     participant.abort(c)

@@ -166,7 +166,7 @@ class Runtime(Service):
         while not self._stopping:
             await asyncio.sleep(self.conf.commit_interval)
             try:
-                await self.checkpoint.commit()
+                await self.checkpoint.commit(wait=False)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failed flush/commit: retry next interval, reprocess at worst

@@ -91,7 +91,7 @@ class AiokafkaConsumer(Consumer):
     async def seek_to_end(self, tps: Sequence[TP]) -> None:
         await self._client.seek_to_end(*_tps(tps))
 
-    async def commit(self, offsets: dict[TP, int]) -> None:
+    async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         await self._client.commit({TopicPartition(*tp): off for tp, off in offsets.items()})
 
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:

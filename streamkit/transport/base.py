@@ -115,8 +115,12 @@ class Consumer(abc.ABC):
     async def seek_to_end(self, tps: Sequence[TP]) -> None: ...
 
     @abc.abstractmethod
-    async def commit(self, offsets: dict[TP, int]) -> None:
-        """Commit ``offsets`` (the next offset to read, Kafka's convention) synchronously."""
+    async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
+        """Commit ``offsets`` (the next offset to read, Kafka's convention).
+
+        ``wait=False`` allows a client to send the commit without waiting for the answer (the
+        periodic checkpoint: a lost commit only means records are processed again).
+        """
 
     @abc.abstractmethod
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]: ...

@@ -74,6 +74,7 @@ class ConfluentConsumer(Consumer):
         self._closed = False
         self._rebalancing = False
         self._inline_calls: queue.Queue = queue.Queue()
+        self._inline_lock = threading.Lock()
 
     @property
     def client(self) -> CKConsumer:
@@ -98,32 +99,52 @@ class ConfluentConsumer(Consumer):
             tps = [TP(p.topic, p.partition) for p in partitions]
             loop = self._loop
             assert loop is not None
-            self._rebalancing = True
+            with self._inline_lock:
+                self._rebalancing = True
             try:
                 future = asyncio.run_coroutine_threadsafe(callback(tps), loop)
                 deadline = time.monotonic() + _REBALANCE_TIMEOUT
                 while time.monotonic() < deadline:
                     try:
-                        fn, result = self._inline_calls.get(timeout=0.02)
+                        item = self._inline_calls.get(timeout=0.02)
                     except queue.Empty:
                         if future.done():
                             break
                         continue
-                    try:
-                        value = fn()
-                    except BaseException as exc:  # handed back to the awaiting coroutine
-                        if result is None:
-                            log.warning("consumer call during rebalance failed: %r", exc)
-                        else:
-                            loop.call_soon_threadsafe(_settle, result, None, exc)
-                    else:
-                        if result is not None:
-                            loop.call_soon_threadsafe(_settle, result, value, None)
+                    self._run_inline(loop, *item)
             finally:
-                self._rebalancing = False
+                with self._inline_lock:
+                    self._rebalancing = False
+                while True:  # calls queued just before the flag dropped still run here
+                    try:
+                        item = self._inline_calls.get_nowait()
+                    except queue.Empty:
+                        break
+                    self._run_inline(loop, *item)
             future.result(0 if future.done() else 1)
 
         return on_change
+
+    @staticmethod
+    def _run_inline(loop: asyncio.AbstractEventLoop, fn: Any, result: asyncio.Future | None) -> None:
+        try:
+            value = fn()
+        except BaseException as exc:  # handed back to the awaiting coroutine
+            if result is None:
+                log.warning("consumer call during rebalance failed: %r", exc)
+            else:
+                loop.call_soon_threadsafe(_settle, result, None, exc)
+        else:
+            if result is not None:
+                loop.call_soon_threadsafe(_settle, result, value, None)
+
+    def _inline(self, fn: Any, result: asyncio.Future | None) -> bool:
+        """Queue ``fn`` for the fetch thread if a rebalance callback is blocking it."""
+        with self._inline_lock:
+            if not self._rebalancing:
+                return False
+            self._inline_calls.put((fn, result))
+            return True
 
     def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
         revoke = self._bridge(on_revoked)
@@ -166,9 +187,7 @@ class ConfluentConsumer(Consumer):
     def _now_or_inline(self, fn: Any) -> None:
         """Run ``fn`` now, or on the fetch thread when a rebalance callback blocks it
         (librdkafka's pause/resume wait for that thread)."""
-        if self._rebalancing:
-            self._inline_calls.put((fn, None))
-        else:
+        if not self._inline(fn, None):
             fn()
 
     def pause(self, tps: Sequence[TP]) -> None:
@@ -183,9 +202,8 @@ class ConfluentConsumer(Consumer):
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
-        if self._rebalancing:  # run it on the fetch thread, which the callback is blocking
-            result = loop.create_future()
-            self._inline_calls.put((lambda: fn(*args, **kwargs), result))
+        result = loop.create_future()
+        if self._inline(lambda: fn(*args, **kwargs), result):  # the callback blocks the fetch thread
             return await result
         return await loop.run_in_executor(self._call_pool, lambda: fn(*args, **kwargs))
 
@@ -196,8 +214,13 @@ class ConfluentConsumer(Consumer):
         for p in _tps(tps, OFFSET_END):
             await self._call(self.client.seek, p)
 
-    async def commit(self, offsets: dict[TP, int]) -> None:
+    async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
+        if not wait:
+            # A synchronous commit issued while a rebalance callback is pending waits for that
+            # callback, which may itself wait for this checkpoint: never block here.
+            self._now_or_inline(lambda: self.client.commit(offsets=parts, asynchronous=True))
+            return
         await self._call(self.client.commit, offsets=parts, asynchronous=False)
 
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:

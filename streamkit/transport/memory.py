@@ -186,7 +186,7 @@ class MemoryConsumer(Consumer):
         for tp in tps:
             self._positions[tp] = self.broker.end_offset(tp)
 
-    async def commit(self, offsets: dict[TP, int]) -> None:
+    async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         self.broker.committed.setdefault(self.group_id or "", {}).update(offsets)
 
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
