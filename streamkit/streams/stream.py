@@ -21,6 +21,25 @@ Held = tuple[Batch, int]
 _current_event: ContextVar[Event | None] = ContextVar("streamkit_current_event", default=None)
 
 
+async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
+    """``queue.get()`` with a timeout that never loses an item nor swallows a cancellation
+    (``asyncio.wait_for`` can do either on Python 3.11)."""
+    try:
+        return queue.get_nowait()
+    except asyncio.QueueEmpty:
+        pass
+    getter = asyncio.ensure_future(queue.get())
+    try:
+        await asyncio.wait({getter}, timeout=timeout)
+    except asyncio.CancelledError:
+        getter.cancel()
+        raise
+    if not getter.done():
+        getter.cancel()
+        await asyncio.wait({getter})  # it may still complete with an item: keep it then
+    return None if getter.cancelled() else getter.result()
+
+
 def current_event() -> Event | None:
     """The record the calling agent is processing (its key, headers, offset...)."""
     return _current_event.get()
@@ -68,13 +87,12 @@ class Stream:
                 return self._hand_out(batch, idx)
             self._batch = None
         while True:
-            try:
-                if timeout is None:
-                    batch = await self.subscriber.inbox.get()
-                else:
-                    batch = await asyncio.wait_for(self.subscriber.inbox.get(), timeout)
-            except asyncio.TimeoutError:
-                return None
+            if timeout is None:
+                batch = await self.subscriber.inbox.get()
+            else:
+                batch = await _get_within(self.subscriber.inbox, timeout)
+                if batch is None:
+                    return None
             if not batch.revoked and batch.events:
                 return self._hand_out(batch, 0)
 

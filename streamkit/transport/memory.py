@@ -73,10 +73,9 @@ class MemoryBroker:
     async def wait_for_data(self, timeout: float) -> None:
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
-        try:
-            await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            pass
+        # asyncio.wait, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # races with the future completing, leaving the caller impossible to stop.
+        await asyncio.wait({fut}, timeout=timeout)
 
     async def rebalance(self, group: str) -> None:
         """Revoke everything from every member, then hand out partitions again."""

@@ -1,0 +1,115 @@
+"""Web views inside a worker (memory driver): status codes, readiness, metrics, auth."""
+import asyncio
+import uuid
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+import streamkit as sk
+import streamkit.tables.manager as manager_module
+from streamkit.devbroker import free_port
+from streamkit.testing import wait_for
+
+
+def build(tmp_path, **settings):
+    name = f"web-{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", data_dir=str(tmp_path),
+                 commit_interval=0.05, web_port=port, **settings)
+    src = app.topic("scores", key_type=int, value_type=int, partitions=2)
+    scores = app.Table("scores", key_type=int, default=int, partitions=2)
+
+    @app.agent(src)
+    async def keep(stream):
+        async for event in stream.events():
+            scores[event.key] = event.value
+
+    @app.page("/boom")
+    async def boom(web, request):
+        raise RuntimeError("view failure")
+
+    return app, src, f"http://127.0.0.1:{port}"
+
+
+async def get(session, url, **kwargs):
+    async with session.get(url, **kwargs) as resp:
+        return resp.status, await resp.json(content_type=None) if resp.content_type == "application/json" else await resp.text()
+
+
+async def test_status_codes_metrics_and_failing_views(tmp_path):
+    app, src, base = build(tmp_path)
+    async with app.running(), aiohttp.ClientSession() as session:
+        await wait_for(lambda: app.runtime.tables.ready and app.runtime.rebalances, 10)
+        for key in range(10):
+            await src.send(key=key, value=key * 10)
+        await wait_for(lambda: app.runtime.router.records_in == 10, 10)
+        await wait_for(lambda: app.runtime.tables.tables[0].get(7) == 70, 10)
+        assert await get(session, f"{base}/tables/scores/7") == (200, {"key": 7, "value": 70})
+        status, body = await get(session, f"{base}/tables/scores/99")
+        assert status == 404 and "not in table" in body["error"]
+        status, body = await get(session, f"{base}/tables/nope/1")
+        assert status == 404 and "no table" in body["error"]
+        status, body = await get(session, f"{base}/tables/scores/not-an-int")
+        assert status == 400 and "bad key" in body["error"]
+        status, body = await get(session, f"{base}/tables")
+        assert body["scores"]["local_partitions"] == [0, 1]
+        assert (await get(session, f"{base}/health"))[0] == 200
+        assert (await get(session, f"{base}/ready")) == (200, {"ready": True})
+        status, body = await get(session, f"{base}/boom")
+        assert status == 500 and "view failure" in body["error"]
+        assert (await get(session, f"{base}/no-such-page"))[0] == 404
+        status, text = await get(session, f"{base}/metrics")
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        assert status == 200
+        received = families["streamkit_records_received"].samples[0].value
+        assert received == 10
+        assert "streamkit_commit_seconds" in families and "streamkit_consumer_lag" in families
+        await src.send(key=1, value=1)  # the worker still processes after a view failed
+        await wait_for(lambda: app.runtime.router.records_in == 11, 10)
+
+
+async def test_bearer_token_is_required_when_configured(tmp_path):
+    app, _, base = build(tmp_path, web_auth_token="s3cret")
+    async with app.running(), aiohttp.ClientSession() as session:
+        status, body = await get(session, f"{base}/health")
+        assert status == 401 and "token" in body["error"]
+        assert (await get(session, f"{base}/health", headers={"Authorization": "Bearer wrong"}))[0] == 401
+        assert (await get(session, f"{base}/health", headers={"Authorization": "Bearer s3cret"}))[0] == 200
+
+
+async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
+    app, src, base = build(tmp_path)
+    async with app.running():  # fill the changelog once
+        await wait_for(lambda: app.runtime.rebalances, 10)
+        for key in range(50):
+            await src.send(key=key, value=key)
+        await wait_for(lambda: app.runtime.router.records_in == 50, 10)
+    original = manager_module.replay
+
+    async def slow_replay(*args, **kwargs):
+        await asyncio.sleep(1.5)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(manager_module, "replay", slow_replay)
+    again = sk.App(app.id, broker=app.conf.broker, driver="memory", store="memory://", data_dir=str(tmp_path),
+                   web_port=app.conf.web_port, commit_interval=0.05)
+    source = again.topic("scores", key_type=int, value_type=int, partitions=2)
+    table = again.Table("scores", key_type=int, default=int, partitions=2)
+
+    @again.agent(source)
+    async def keep(stream):
+        async for event in stream.events():
+            table[event.key] = event.value
+    async with again.running(), aiohttp.ClientSession() as session:
+        seen = []
+
+        async def poll():
+            status, body = await get(session, f"{base}/ready")
+            seen.append(status)
+            return status == 200
+
+        await wait_for(poll, 10, interval=0.1, message="ready after recovery")
+        assert 503 in seen, "readiness never reported the recovery"
+        status, body = await get(session, f"{base}/tables/scores/49")
+        assert (status, body) == (200, {"key": 49, "value": 49})
+        assert table[49] == 49
