@@ -175,3 +175,23 @@ async def test_ask_through_and_concurrency_on_a_broker(broker_address, driver, u
                                    if tp.topic == f"conc-{unique}") == 200, 30, message="contiguous commit")
     assert answers == [n * n for n in range(20)]
     assert sorted(handled) == list(range(200))
+
+
+async def test_global_table_write_is_read_on_another_worker(broker_address, driver, unique, tmp_path):
+    def build(tag):
+        app = make_app(f"glob-{unique}", broker_address, driver, data_dir=str(tmp_path / tag))
+        return app, app.GlobalTable("flags", partitions=2)
+
+    a, flags_a = build("a")
+    b, flags_b = build("b")
+    async with a.running(), b.running():
+        await wait_for(lambda: a.runtime.tables.ready and b.runtime.tables.ready, 60)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        flags_a["feature-x"] = True
+        flags_b["limit"] = 10
+        bound = a.conf.commit_interval + a.conf.fetch_timeout + 3.0  # documented bound + broker allowance
+        await wait_for(lambda: flags_b.get("feature-x") is True and flags_a.get("limit") == 10, bound,
+                       message="each worker sees the other's write within the staleness bound")
+        print(f"\n[{driver}] GlobalTable write visible on the other worker after {loop.time() - started:.2f}s "
+              f"(bound: commit_interval {a.conf.commit_interval}s + fetch {a.conf.fetch_timeout}s + broker)")
