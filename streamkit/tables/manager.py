@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from ..transport.base import TP, Producer, delivery_position
 from .recovery import RecoveryProgress, Tailer, replay
-from .stores import Store, open_store
+from .stores import MemoryStore, Store, open_store
 from .table import Table, TablePartition
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ class TableManager:
         return store
 
     def _close(self, table: Table, number: int) -> None:
+        if isinstance(self.stores.get((table.name, number)), MemoryStore):
+            return  # nothing to release; keeping it avoids a full replay on the next assignment
         store = self.stores.pop((table.name, number), None)
         if store is not None:
             store.close()
@@ -89,13 +91,13 @@ class TableManager:
         await self.rebalanced(set())
 
     async def rebalanced(self, assigned: set[TP]) -> None:
-        """Called after every assignment change (with the whole new assignment)."""
+        """Called after every assignment change (with the whole new assignment).
+
+        Everything up to the pause runs without awaiting, so no record of a partition that
+        needs recovery can be fetched and processed before its table is ready.
+        """
         self._generation += 1
         generation = self._generation
-        await self.tailer.stop()
-        if self._recovering is not None:
-            self._recovering.cancel()
-            await asyncio.gather(self._recovering, return_exceptions=True)
         to_recover: dict[TP, Store] = {}
         standby: dict[TP, Store] = {}
         for table in self.tables:
@@ -116,10 +118,15 @@ class TableManager:
                     if number not in owned:
                         standby[TP(table.changelog.name, number)] = self._store(table, number)
         paused = [tp for tp in assigned if self._waits_for_recovery(tp, to_recover)]
+        if paused and self.runtime.consumer is not None:
+            self.runtime.consumer.pause(paused)
         if to_recover:
             self.progress = RecoveryProgress(active=True, started=time.monotonic())
-            if paused and self.runtime.consumer is not None:
-                self.runtime.consumer.pause(paused)
+        await self.tailer.stop()
+        if self._recovering is not None:
+            self._recovering.cancel()
+            await asyncio.gather(self._recovering, return_exceptions=True)
+        if to_recover:
             self._recovering = asyncio.create_task(self._recover(generation, to_recover, paused, standby))
         else:
             await self._serve_standby(standby)
