@@ -14,7 +14,8 @@ import orjson
 
 from ..models.convert import compile_converter
 from ..models.record import dumps
-from ..transport.base import TP, Consumer
+from ..transport.base import TP, Consumer, Message
+from ..transport.reader import read_forever
 
 if TYPE_CHECKING:
     from ..app import App
@@ -44,25 +45,16 @@ class Replies:
             ends = await consumer.end_offsets([tp])
             await consumer.assign([tp], {tp: ends[tp]})
             self._consumer = consumer
-            self._task = asyncio.create_task(self._read(consumer), name="streamkit-replies")
+            self._task = asyncio.create_task(read_forever(consumer, self._on_replies, name="reply reader"),
+                                             name="streamkit-replies")
 
-    async def _read(self, consumer: Consumer) -> None:
-        while True:
-            try:
-                batches = await consumer.getmany(0.2, 1000)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("reply consumer error: %r", exc)
-                await asyncio.sleep(1.0)
-                continue
-            for messages in batches.values():
-                for message in messages:
-                    for name, value in message.headers:
-                        if name == HEADER_CORRELATION:
-                            fut = self._pending.get(value)
-                            if fut is not None and not fut.done():
-                                fut.set_result(message.value)
+    def _on_replies(self, _tp: TP, messages: list[Message]) -> None:
+        for message in messages:
+            for name, value in message.headers:
+                if name == HEADER_CORRELATION:
+                    fut = self._pending.get(value)
+                    if fut is not None and not fut.done():
+                        fut.set_result(message.value)
 
     async def ask(self, topic: "Topic", key: Any, value: Any, *, timeout: float, reply_type: Any) -> Any:
         await self._ensure_reading()

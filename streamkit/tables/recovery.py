@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..transport.base import TP, Driver, Message
+from ..transport.reader import read_forever
 from .stores import Store
 
 log = logging.getLogger("streamkit.recovery")
@@ -131,22 +132,15 @@ class Tailer:
         try:
             starts = {tp: (s.offset + 1 if s.offset is not None else 0) for tp, s in self.stores.items()}
             await consumer.assign(list(self.stores), starts)
-            while True:
-                try:
-                    batches = await consumer.getmany(0.2, 10000)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    log.warning("changelog tailer: %r (retrying)", exc)
-                    await asyncio.sleep(1.0)
-                    continue
-                for tp, messages in batches.items():
-                    store = self.stores.get(tp)
-                    if store is not None and messages:
-                        _apply(store, messages)
-                        self.applied += len(messages)
+            await read_forever(consumer, self._on_records, name="changelog tailer")
         finally:
             await consumer.stop()
+
+    def _on_records(self, tp: TP, messages: list[Message]) -> None:
+        store = self.stores.get(tp)
+        if store is not None:
+            _apply(store, messages)
+            self.applied += len(messages)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..transport.base import TP
+from ..transport.base import TP, Message
+from ..transport.reader import read_forever
 
 if TYPE_CHECKING:
     from ..app import App
@@ -39,27 +40,18 @@ class Cluster:
         tp = TP(self.topic.name, 0)
         await consumer.assign([tp], {tp: 0})
         self._consumer = consumer
-        self._task = asyncio.create_task(self._read(consumer), name="streamkit-cluster")
+        self._task = asyncio.create_task(read_forever(consumer, self._on_claims, name="cluster reader"),
+                                         name="streamkit-cluster")
 
-    async def _read(self, consumer: Any) -> None:
-        while True:
+    def _on_claims(self, _tp: TP, messages: list[Message]) -> None:
+        for m in messages:
             try:
-                batches = await consumer.getmany(0.2, 1000)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("cluster reader: %r", exc)
-                await asyncio.sleep(1.0)
-                continue
-            for messages in batches.values():
-                for m in messages:
-                    try:
-                        claim = orjson.loads(m.value)
-                        for table, numbers in claim["tables"].items():
-                            for n in numbers:
-                                self.claims[(table, n)] = claim["url"]
-                    except (ValueError, KeyError, TypeError) as exc:
-                        log.warning("ignoring a malformed cluster claim: %r", exc)
+                claim = orjson.loads(m.value)
+                for table, numbers in claim["tables"].items():
+                    for n in numbers:
+                        self.claims[(table, n)] = claim["url"]
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring a malformed cluster claim: %r", exc)
 
     async def publish(self, tables: dict[str, list[int]]) -> None:
         """Announce the table partitions this worker serves now."""

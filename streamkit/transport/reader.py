@@ -1,0 +1,28 @@
+"""A retrying read loop for consumers outside the group (replies, cluster claims, changelogs)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from .base import TP, Consumer, Message
+
+log = logging.getLogger("streamkit.reader")
+
+
+async def read_forever(consumer: Consumer, handle: Callable[[TP, list[Message]], None], *, name: str,
+                       timeout: float = 0.2, max_records: int = 10000) -> None:
+    """Hand every non-empty fetched batch to ``handle`` until cancelled; fetch errors are
+    logged and retried after a second (a broker restart must not end the loop)."""
+    while True:
+        try:
+            batches = await consumer.getmany(timeout, max_records)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("%s: %r (retrying)", name, exc)
+            await asyncio.sleep(1.0)
+            continue
+        for tp, messages in batches.items():
+            if messages:
+                handle(tp, messages)
