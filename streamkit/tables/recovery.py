@@ -57,11 +57,13 @@ def _apply(store: Store, messages: list[Message]) -> None:
 
 
 async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProgress,
-                 report_every: float = 3.0, settle: float = 0.3) -> int:
+                 report_every: float = 3.0, settle: float = 0.3, idle_limit: float = 3.0) -> int:
     """Bring each store up to its changelog's end offset taken now; returns records applied.
 
     Some brokers (the dev broker) under-report end offsets, so after reaching the reported end
-    the reader keeps going until a fetch returns nothing for ``settle`` seconds.
+    the reader keeps going until a fetch returns nothing for ``settle`` seconds. A changelog that
+    ends in transaction markers never lets a position reach the end offset (consumers skip the
+    markers), so a log quiet for ``idle_limit`` seconds also counts as done.
     """
     if not stores:
         return 0
@@ -90,13 +92,12 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
             if now - last_report >= report_every:
                 last_report = now
                 _report(progress)
-            if all(positions[tp] >= ends[tp] for tp in tps):
-                if batches:
-                    quiet_since = None
-                elif quiet_since is None:
-                    quiet_since = now
-                elif now - quiet_since >= settle:
-                    return applied
+            if batches:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= (settle if all(positions[tp] >= ends[tp] for tp in tps) else idle_limit):
+                return applied
             await asyncio.sleep(0)
     finally:
         await consumer.stop()

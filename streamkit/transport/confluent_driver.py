@@ -165,6 +165,7 @@ class ConfluentConsumer(Consumer):
         loop = asyncio.get_running_loop()
         raw = await loop.run_in_executor(self._fetch_pool, self.client.consume, max_records, timeout)
         out: dict[TP, list[Message]] = {}
+        topic, partition, batch = None, -1, None  # messages come in runs per partition
         for m in raw:
             err = m.error()
             if err is not None:
@@ -173,11 +174,9 @@ class ConfluentConsumer(Consumer):
                 if err.code() != KafkaError._PARTITION_EOF:  # librdkafka retries these itself
                     log.warning("consumer: %s", err)
                 continue
-            topic, partition = m.topic(), m.partition()
-            tp = TP(topic, partition)
-            batch = out.get(tp)
-            if batch is None:
-                batch = out[tp] = []
+            if m.partition() != partition or m.topic() != topic:
+                topic, partition = m.topic(), m.partition()
+                batch = out.setdefault(TP(topic, partition), [])
             batch.append(Message(topic, partition, m.offset(), m.key(), m.value(), m.headers(), m.timestamp()[1]))
         return out
 
