@@ -44,7 +44,8 @@ class App:
         self.dlq_topic_name = self.conf.dlq_topic or f"{id}-dlq"
         self.leader_topic = Topic(self, f"{id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{id}-replies", partitions=1, internal=True)
-        self.cluster_topic = Topic(self, f"{id}-__cluster", partitions=1, internal=True)
+        self.cluster_topic = Topic(self, f"{id}-__cluster", partitions=1, internal=True,
+                                   config={"cleanup.policy": "compact"})  # keyed by worker URL
         self.web: Any = None
 
     def __repr__(self) -> str:
