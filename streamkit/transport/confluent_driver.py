@@ -2,9 +2,9 @@
 
 librdkafka calls block, so fetches run in a worker thread; rebalance callbacks (which librdkafka
 runs inside that thread) hop back onto the event loop and block the fetch thread until done.
-While a callback runs, consumer calls it makes (commit on revoke) are executed by that same
-fetch thread: librdkafka serves a synchronous commit through the poll loop, so issuing it from
-another thread then would wait for a poll that cannot happen.
+Group operations (commit, pause, resume, seek) only ever run on that fetch thread: issued
+from another thread while a rebalance callback runs, librdkafka blocks them until the callback
+returns — and the callback may be waiting for the event loop that issued them.
 Delivery reports are resolved on the loop in batches, never one loop wake-up per record.
 """
 from __future__ import annotations
@@ -29,6 +29,13 @@ from .security import compression, confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
 log = logging.getLogger("streamkit.confluent")
+
+
+def _logged(fn: Any) -> None:
+    try:
+        fn()
+    except Exception as exc:  # fire-and-forget consumer calls (pause, resume, async commit)
+        log.warning("consumer call failed: %r", exc)
 
 
 def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
@@ -66,8 +73,9 @@ class ConfluentConsumer(Consumer):
         conf.update(overrides)
         self._conf = conf
         self._client: CKConsumer | None = None
-        # One thread fetches; another runs commits and lookups, except during a rebalance
-        # callback, when they run inline on the fetch thread (see the module docstring).
+        # One thread fetches and runs every group operation (commit, pause, resume, seek):
+        # between fetches, or inline while a rebalance callback blocks it (module docstring).
+        # Another thread runs lookups that do not touch the group.
         self._fetch_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-fetch")
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -183,23 +191,33 @@ class ConfluentConsumer(Consumer):
     def assignment(self) -> set[TP]:
         return {TP(p.topic, p.partition) for p in self.client.assignment()}
 
-    def _now_or_inline(self, fn: Any) -> None:
-        """Run ``fn`` now, or on the fetch thread when a rebalance callback blocks it
-        (librdkafka's pause/resume wait for that thread)."""
+    def _submit(self, fn: Any) -> None:
+        """Run ``fn`` on the fetch thread without waiting: inline if a rebalance callback is
+        blocking that thread, else right after the current fetch. Group operations (commit,
+        pause, resume, seek) issued from any other thread can block until a running rebalance
+        callback returns — and that callback may be waiting for the event loop."""
         if not self._inline(fn, None):
-            fn()
+            self._fetch_pool.submit(_logged, fn)
+
+    async def _on_fetch_thread(self, fn: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        result = loop.create_future()
+        if self._inline(fn, result):
+            return await result
+        return await loop.run_in_executor(self._fetch_pool, fn)
 
     def pause(self, tps: Sequence[TP]) -> None:
         if tps:
             parts = _tps(tps)
-            self._now_or_inline(lambda: self.client.pause(parts))
+            self._submit(lambda: self.client.pause(parts))
 
     def resume(self, tps: Sequence[TP]) -> None:
         if tps:
             parts = _tps(tps)
-            self._now_or_inline(lambda: self.client.resume(parts))
+            self._submit(lambda: self.client.resume(parts))
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Lookups that do not touch the group (watermarks, committed offsets): another thread."""
         loop = asyncio.get_running_loop()
         result = loop.create_future()
         if self._inline(lambda: fn(*args, **kwargs), result):  # the callback blocks the fetch thread
@@ -207,20 +225,21 @@ class ConfluentConsumer(Consumer):
         return await loop.run_in_executor(self._call_pool, lambda: fn(*args, **kwargs))
 
     async def seek(self, tp: TP, offset: int) -> None:
-        await self._call(self.client.seek, TopicPartition(tp.topic, tp.partition, offset))
+        part = TopicPartition(tp.topic, tp.partition, offset)
+        await self._on_fetch_thread(lambda: self.client.seek(part))
 
     async def seek_to_end(self, tps: Sequence[TP]) -> None:
         for p in _tps(tps, OFFSET_END):
-            await self._call(self.client.seek, p)
+            await self._on_fetch_thread(lambda p=p: self.client.seek(p))
 
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
         if not wait:
             # A synchronous commit issued while a rebalance callback is pending waits for that
             # callback, which may itself wait for this checkpoint: never block here.
-            self._now_or_inline(lambda: self.client.commit(offsets=parts, asynchronous=True))
+            self._submit(lambda: self.client.commit(offsets=parts, asynchronous=True))
             return
-        await self._call(self.client.commit, offsets=parts, asynchronous=False)
+        await self._on_fetch_thread(lambda: self.client.commit(offsets=parts, asynchronous=False))
 
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
         parts = await self._call(self.client.committed, _tps(tps), timeout=10)
