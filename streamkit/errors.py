@@ -22,5 +22,13 @@ class TopicMismatch(ConfigurationError):
     """An existing topic disagrees with its declaration (for example its partition count)."""
 
 
+class ProducerFenced(StreamkitError):
+    """A newer producer with the same transactional id took over: this one must stop writing."""
+
+
+class TransactionsUnsupported(StreamkitError):
+    """The driver or broker cannot run transactions."""
+
+
 class WorkerStopped(StreamkitError):
     """The worker halted because the ``stop`` error policy was hit."""

@@ -10,6 +10,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NamedTuple, Sequence
 
+from ..errors import TransactionsUnsupported
+
 Headers = list[tuple[str, bytes]]
 
 
@@ -164,6 +166,25 @@ class Producer(abc.ABC):
 
     @abc.abstractmethod
     async def partitions_for(self, topic: str) -> int: ...
+
+    # Transactions: drivers that support them override these (exactly-once checkpoints).
+
+    async def init_transactions(self) -> None:
+        """Register the transactional id, fencing any older producer that used it."""
+        raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
+
+    def begin_transaction(self) -> None:
+        raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
+
+    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group_id: str) -> None:
+        """Commit ``offsets`` for ``group_id`` if, and only if, the transaction commits."""
+        raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
+
+    async def commit_transaction(self) -> None:
+        raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
+
+    async def abort_transaction(self) -> None:
+        raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
 
 
 class Admin(abc.ABC):

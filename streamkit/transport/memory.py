@@ -1,8 +1,12 @@
 """An in-process broker with Kafka's semantics, for deterministic tests of the runtime's logic.
 
 Partitions are append-only logs with offsets; consumer groups split partitions among members
-(range-like, sorted round-robin) with revoke-then-assign callbacks; committed offsets survive a
-consumer's restart; keys are placed with Java's murmur2. No network, no threads.
+(Kafka's range assignor) with revoke-then-assign callbacks; committed offsets survive a
+consumer's restart; keys are placed with Java's murmur2. Transactions behave as in Kafka: each
+commit or abort writes a control marker (so offsets have gaps), read_committed consumers stop at
+the last stable offset and never see aborted records, offsets sent to a transaction are
+committed only with it, and a producer re-initialised with the same transactional id fences the
+older one (its next call raises ProducerFenced). No network, no threads.
 """
 from __future__ import annotations
 
@@ -11,7 +15,9 @@ import itertools
 import time
 from typing import Any, Sequence
 
-from ..errors import ConfigurationError
+from dataclasses import dataclass, field
+
+from ..errors import ConfigurationError, ProducerFenced
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .partitioner import partition_for_key
 
@@ -29,6 +35,10 @@ class MemoryBroker:
         self.auto_create_partitions = auto_create_partitions
         self._waiters: list[asyncio.Future] = []
         self._round_robin = itertools.count()
+        self.txn_epochs: dict[str, int] = {}
+        self.open_txns: dict[str, "_Txn"] = {}
+        self.control: dict[TP, set[int]] = {}  # offsets of commit/abort markers
+        self.aborted: dict[TP, set[int]] = {}  # offsets of records whose transaction aborted
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -46,7 +56,7 @@ class MemoryBroker:
             self.logs[name] = [[] for _ in range(partitions)]
 
     def append(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
-               headers: Any, timestamp: int | None) -> tuple[int, int]:
+               headers: Any, timestamp: int | None, txn: "_Txn | None" = None) -> tuple[int, int]:
         if topic not in self.logs:
             self.create_topic(topic, self.auto_create_partitions)
         logs = self.logs[topic]
@@ -58,8 +68,49 @@ class MemoryBroker:
         offset = len(log)
         ts = timestamp if timestamp is not None else int(time.time() * 1000)
         log.append(Message(topic, partition, offset, key, value, list(headers or []), ts))
+        if txn is not None:
+            tp = TP(topic, partition)
+            txn.first_offsets.setdefault(tp, offset)
+            txn.records.append((tp, offset))
         self._wake()
         return partition, offset
+
+    # -- transactions ---------------------------------------------------------------------------
+
+    def init_producer(self, transactional_id: str) -> int:
+        """Bump the id's epoch (fencing older producers) and abort what a zombie left open."""
+        epoch = self.txn_epochs.get(transactional_id, -1) + 1
+        self.txn_epochs[transactional_id] = epoch
+        if transactional_id in self.open_txns:
+            self.end_txn(transactional_id, commit=False)
+        return epoch
+
+    def check_epoch(self, transactional_id: str, epoch: int) -> None:
+        if self.txn_epochs.get(transactional_id) != epoch:
+            raise ProducerFenced(f"producer {transactional_id!r} (epoch {epoch}) was fenced by a newer instance")
+
+    def begin_txn(self, transactional_id: str) -> "_Txn":
+        txn = self.open_txns[transactional_id] = _Txn()
+        return txn
+
+    def end_txn(self, transactional_id: str, *, commit: bool) -> None:
+        txn = self.open_txns.pop(transactional_id)
+        touched = {tp for tp, _ in txn.records}
+        if not commit:
+            for tp, offset in txn.records:
+                self.aborted.setdefault(tp, set()).add(offset)
+        for tp in touched:  # one control marker per partition, as Kafka writes
+            _, marker = self.append(tp.topic, None, None, tp.partition, None, None)
+            self.control.setdefault(tp, set()).add(marker)
+        if commit:
+            for group, offsets in txn.offsets.items():
+                self.committed.setdefault(group, {}).update(offsets)
+        self._wake()
+
+    def stable_offset(self, tp: TP) -> int:
+        """The last stable offset: read_committed consumers read no further."""
+        opens = [t.first_offsets[tp] for t in self.open_txns.values() if tp in t.first_offsets]
+        return min(opens) if opens else self.end_offset(tp)
 
     def end_offset(self, tp: TP) -> int:
         return len(self.logs[tp.topic][tp.partition])
@@ -83,19 +134,33 @@ class MemoryBroker:
         for member in members:
             await member._revoke_all()
         topics = sorted({t for m in members for t in m._topics})
-        tps = [TP(t, p) for t in topics for p in range(len(self.logs.get(t, [])))]
         shares: dict[int, list[TP]] = {i: [] for i in range(len(members))}
-        for i, tp in enumerate(tps):
-            shares[i % len(members)].append(tp)
+        for topic in topics:  # Kafka's range assignor: contiguous ranges per topic
+            count = len(self.logs.get(topic, []))
+            size, extra = divmod(count, len(members)) if members else (0, 0)
+            start = 0
+            for i in range(len(members)):
+                end = start + size + (1 if i < extra else 0)
+                shares[i].extend(TP(topic, p) for p in range(start, end))
+                start = end
         for i, member in enumerate(members):
             await member._assign_group(shares[i])
 
 
+@dataclass
+class _Txn:
+    first_offsets: dict[TP, int] = field(default_factory=dict)
+    records: list[tuple[TP, int]] = field(default_factory=list)
+    offsets: dict[str, dict[TP, int]] = field(default_factory=dict)
+
+
 class MemoryConsumer(Consumer):
-    def __init__(self, broker: MemoryBroker, group_id: str | None, auto_offset_reset: str = "earliest") -> None:
+    def __init__(self, broker: MemoryBroker, group_id: str | None, auto_offset_reset: str = "earliest",
+                 isolation_level: str = "read_uncommitted") -> None:
         self.broker = broker
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
+        self.read_committed = isolation_level == "read_committed"
         self._topics: list[str] = []
         self._positions: dict[TP, int] = {}
         self._paused: set[TP] = set()
@@ -162,11 +227,18 @@ class MemoryConsumer(Consumer):
             if tp in self._paused or budget <= 0:
                 continue
             log = self.broker.logs.get(tp.topic, [[]])[tp.partition]
-            if pos < len(log):
-                chunk = log[pos : pos + budget]
-                out[tp] = chunk
+            end = self.broker.stable_offset(tp) if self.read_committed else len(log)
+            if pos < end:
+                chunk = log[pos : min(end, pos + budget)]
                 self._positions[tp] = pos + len(chunk)
-                budget -= len(chunk)
+                hidden = self.broker.control.get(tp, set())
+                if self.read_committed:
+                    hidden = hidden | self.broker.aborted.get(tp, set())
+                if hidden:
+                    chunk = [m for m in chunk if m.offset not in hidden]
+                if chunk:
+                    out[tp] = chunk
+                    budget -= len(chunk)
         return out
 
     def assignment(self) -> set[TP]:
@@ -193,6 +265,8 @@ class MemoryConsumer(Consumer):
         return {tp: group.get(tp) for tp in tps}
 
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        if self.read_committed:
+            return {tp: self.broker.stable_offset(tp) for tp in tps}
         return {tp: self.broker.end_offset(tp) for tp in tps}
 
     def highwater(self, tp: TP) -> int | None:
@@ -200,8 +274,11 @@ class MemoryConsumer(Consumer):
 
 
 class MemoryProducer(Producer):
-    def __init__(self, broker: MemoryBroker) -> None:
+    def __init__(self, broker: MemoryBroker, transactional_id: str | None = None) -> None:
         self.broker = broker
+        self.transactional_id = transactional_id
+        self._epoch = -1
+        self._txn: _Txn | None = None
 
     async def start(self) -> None:
         pass
@@ -211,12 +288,51 @@ class MemoryProducer(Producer):
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
                    headers: Any = None, timestamp: int | None = None) -> asyncio.Future:
+        if self.transactional_id is not None:
+            self._check()
+            if self._txn is None:
+                raise RuntimeError("a transactional producer sends only inside a transaction")
         fut = asyncio.get_running_loop().create_future()
         try:
-            fut.set_result(self.broker.append(topic, key, value, partition, headers, timestamp))
+            fut.set_result(self.broker.append(topic, key, value, partition, headers, timestamp, self._txn))
         except Exception as exc:  # surfaced at flush like a real delivery failure
             fut.set_exception(exc)
         return fut
+
+    def _check(self) -> None:
+        if self.transactional_id is None:
+            raise RuntimeError("not a transactional producer")
+        self.broker.check_epoch(self.transactional_id, self._epoch)
+
+    async def init_transactions(self) -> None:
+        if self.transactional_id is None:
+            raise RuntimeError("init_transactions needs a transactional_id")
+        self._epoch = self.broker.init_producer(self.transactional_id)
+
+    def begin_transaction(self) -> None:
+        self._check()
+        if self._txn is not None:
+            raise RuntimeError("a transaction is already open")
+        self._txn = self.broker.begin_txn(self.transactional_id or "")
+
+    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group_id: str) -> None:
+        self._check()
+        if self._txn is None:
+            raise RuntimeError("no open transaction")
+        self._txn.offsets.setdefault(group_id, {}).update(offsets)
+
+    async def commit_transaction(self) -> None:
+        await self._end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        await self._end(commit=False)
+
+    async def _end(self, *, commit: bool) -> None:
+        self._check()
+        if self._txn is None:
+            raise RuntimeError("no open transaction")
+        self._txn = None
+        self.broker.end_txn(self.transactional_id or "", commit=commit)
 
     async def flush(self) -> None:
         pass
@@ -255,10 +371,11 @@ class MemoryDriver(Driver):
         self.broker = MemoryBroker.named(settings.bootstrap_servers or "default")
 
     def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
-        return MemoryConsumer(self.broker, group_id, overrides.get("auto_offset_reset", self.settings.auto_offset_reset))
+        return MemoryConsumer(self.broker, group_id, overrides.get("auto_offset_reset", self.settings.auto_offset_reset),
+                              overrides.get("isolation_level", "read_uncommitted"))
 
     def producer(self, **overrides: Any) -> Producer:
-        return MemoryProducer(self.broker)
+        return MemoryProducer(self.broker, overrides.get("transactional_id"))
 
     def admin(self) -> Admin:
         return MemoryAdmin(self.broker)
