@@ -35,8 +35,9 @@ class Checkpoint:
         self.commits = 0
         self.participants: list[Any] = []  # table managers: prepare/send/apply/abort
 
-    def offsets_to_commit(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
-        """Step 1: contiguous progress per partition, only where it moved since the last commit."""
+    def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True) -> dict[TP, int]:
+        """Step 1: contiguous progress per partition (by default only where it moved since the
+        last commit; a fire-and-forget commit may have been lost, so revoke and stop re-send all)."""
         delivered = self.router.delivered
         wanted = delivered if tps is None else {tp: delivered[tp] for tp in tps if tp in delivered}
         offsets: dict[TP, int] = {}
@@ -46,7 +47,7 @@ class Checkpoint:
                 first = subscriber.first_unprocessed(tp)
                 if first is not None and first < offset:
                     offset = first
-            if self.committed.get(tp) != offset:
+            if not changed_only or self.committed.get(tp) != offset:
                 offsets[tp] = offset
         return offsets
 
@@ -54,7 +55,7 @@ class Checkpoint:
         """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
             started = time.monotonic()
-            offsets = self.offsets_to_commit(tps)
+            offsets = self.offsets_to_commit(tps, changed_only=not wait)
             # Same tick as the offsets: the table changes that go with them (no await between).
             changes = [(p, p.prepare()) for p in self.participants]
             try:
