@@ -195,9 +195,11 @@ class App:
         return self._client_producer
 
     async def send_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-                       timestamp: int | None = None, partition: int | None = None) -> asyncio.Future:
+                       timestamp: int | None = None, partition: int | None = None,
+                       track: bool = True) -> asyncio.Future | None:
         producer = await self.producer()
-        return await producer.send(topic, key, value, headers=headers, timestamp=timestamp, partition=partition)
+        return await producer.send(topic, key, value, headers=headers, timestamp=timestamp, partition=partition,
+                                   track=track)
 
     async def flush(self) -> None:
         await (await self.producer()).flush()

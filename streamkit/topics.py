@@ -73,6 +73,13 @@ class Topic:
             partition=partition,
         )
 
+    async def send_soon(self, key: Any = None, value: Any = None, *, headers: Headers | None = None,
+                        partition: int | None = None) -> None:
+        """Queue a record without a delivery future (the hot path of sinks and repartitioning);
+        a failed delivery still makes the next checkpoint's flush fail, so nothing is lost."""
+        await self.app.send_raw(self.name, self.key_codec.encode(key), self.value_codec.encode(value),
+                                headers=headers, partition=partition, track=False)
+
     async def send_and_wait(self, key: Any = None, value: Any = None, **kwargs: Any) -> tuple[int, int]:
         """Send and wait until the broker acknowledged it; returns ``(partition, offset)``."""
         return delivery_position(await (await self.send(key, value, **kwargs)))

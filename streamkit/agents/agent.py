@@ -116,9 +116,9 @@ class Agent:
         key = event.key if event is not None else None
         for sink in self.sinks:
             if isinstance(sink, Agent):
-                await sink.send(key=key, value=value)
-            elif hasattr(sink, "send") and hasattr(sink, "value_codec"):
-                await sink.send(key=key, value=value)
+                await sink.topic.send_soon(key=key, value=value)
+            elif hasattr(sink, "send_soon"):
+                await sink.send_soon(key=key, value=value)
             else:
                 result = sink(value)
                 if inspect.isawaitable(result):
@@ -135,8 +135,8 @@ class Agent:
         return await self.topic.send(key=key, value=value, headers=headers, partition=partition)
 
     async def cast(self, value: Any = None, *, key: Any = None, headers: Any = None) -> None:
-        """Fire and forget."""
-        await self.topic.send(key=key, value=value, headers=headers)
+        """Fire and forget (delivery is still checked at the next checkpoint's flush)."""
+        await self.topic.send_soon(key=key, value=value, headers=headers)
 
     async def ask(self, value: Any = None, *, key: Any = None, timeout: float = 30.0, reply_type: Any = None) -> Any:
         """Send a request and wait for the value the agent yields while processing it."""
@@ -190,7 +190,7 @@ class Agent:
 
         async def forward(stream: Stream) -> None:
             async for event in stream.events():
-                await target.send(key=key_of(event), value=event.value, headers=event.headers or None)
+                await target.send_soon(key=key_of(event), value=event.value, headers=event.headers or None)
 
         self._forwarders.append(asyncio.create_task(self._supervise(source, body=forward), name=f"forward:{topic_name}"))
         subscriber = self._internal_subscribers.get(topic_name)

@@ -70,5 +70,5 @@ class ErrorPolicy:
             (HEADER_OFFSET, str(message.offset).encode()),
             (HEADER_APP, self.app_id.encode()),
         ]
-        await self._producer().send(self.dlq_topic, message.key, message.value, headers=headers)
+        await self._producer().send(self.dlq_topic, message.key, message.value, headers=headers, track=False)
         self.counts["dlq"] += 1

@@ -196,8 +196,9 @@ class TableManager:
         for table, number, batch in changes:
             topic = table.changelog.name
             fut = None
-            for key, value in batch.items():
-                fut = await producer.send(topic, key, value, partition=number)
+            final = len(batch) - 1
+            for i, (key, value) in enumerate(batch.items()):  # only the last offset is needed
+                fut = await producer.send(topic, key, value, partition=number, track=i == final)
             last[(table.name, number)] = fut
         return last
 

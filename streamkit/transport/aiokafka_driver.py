@@ -133,6 +133,7 @@ class AiokafkaProducer(Producer):
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
         timestamp: int | None = None,
+        track: bool = True,
     ) -> asyncio.Future:
         fut = await self._client.send(
             topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers

@@ -154,10 +154,13 @@ class Producer(abc.ABC):
         partition: int | None = None,
         headers: Headers | None = None,
         timestamp: int | None = None,
-    ) -> asyncio.Future:
+        track: bool = True,
+    ) -> asyncio.Future | None:
         """Queue one record (waiting only while the client's buffer is full).
 
-        The returned future resolves to ``(partition, offset)`` once the broker has it.
+        With ``track`` the returned future resolves to ``(partition, offset)`` once the broker
+        has it; without, a driver may return None and skip the per-record future (sinks,
+        repartitioning, changelogs). Either way a failed delivery makes the next flush raise.
         """
 
     @abc.abstractmethod

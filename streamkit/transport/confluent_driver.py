@@ -278,6 +278,7 @@ class ConfluentProducer(Producer):
         self._pending = PendingDeliveries()
         self._reports: list[tuple[asyncio.Future, Any, Any]] = []
         self._reports_lock = threading.Lock()
+        self._untracked_errors: list[Any] = []
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -331,15 +332,21 @@ class ConfluentProducer(Producer):
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
         timestamp: int | None = None,
-    ) -> asyncio.Future:
+        track: bool = True,
+    ) -> asyncio.Future | None:
         assert self._loop is not None
-        fut = self._loop.create_future()
+        fut: asyncio.Future | None = None
+        if track:
+            fut = self._loop.create_future()
 
-        def delivered(err: Any, msg: Any) -> None:  # runs in the poller thread
-            with self._reports_lock:
-                self._reports.append((fut, err, msg))
+            def delivered(err: Any, msg: Any) -> None:  # runs in the poller thread
+                with self._reports_lock:
+                    self._reports.append((fut, err, msg))
 
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+            on_delivery: Any = delivered
+        else:
+            on_delivery = self._untracked_delivery
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -352,8 +359,14 @@ class ConfluentProducer(Producer):
                 break
             except BufferError:  # local queue full: let the poller drain deliveries
                 await asyncio.sleep(0.005)
-        self._pending.add(fut)
+        if fut is not None:
+            self._pending.add(fut)
         return fut
+
+    def _untracked_delivery(self, err: Any, _msg: Any) -> None:
+        """Delivery report of an untracked send: only failures are kept, for the next flush."""
+        if err is not None:
+            self._untracked_errors.append(err)
 
     async def flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -362,6 +375,9 @@ class ConfluentProducer(Producer):
             raise KafkaException(f"{remaining} records still undelivered after 60 s")
         await asyncio.sleep(0)  # let the poller's last call_soon_threadsafe run
         self._resolve_reports()
+        if self._untracked_errors:
+            errors, self._untracked_errors = self._untracked_errors, []
+            raise KafkaException(errors[0])
         await self._pending.settle()
 
     async def partitions_for(self, topic: str) -> int:

@@ -287,7 +287,7 @@ class MemoryProducer(Producer):
         pass
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
-                   headers: Any = None, timestamp: int | None = None) -> asyncio.Future:
+                   headers: Any = None, timestamp: int | None = None, track: bool = True) -> asyncio.Future:
         if self.transactional_id is not None:
             self._check()
             if self._txn is None:
