@@ -24,7 +24,8 @@ def test_version():
 
 def test_unreachable_broker_is_one_clear_line_and_nonzero_exit():
     env = {"STREAMKIT_BROKER": "127.0.0.1:1", "STREAMKIT_BROKER_CONNECT_TIMEOUT": "2"}
-    for args in (("worker", "-A", "tests.apps.pipeline:app"), ("topics", "list")):
+    for args in (("worker", "-A", "tests.apps.pipeline:app", "--without-web", "--web-host", "127.0.0.1"),
+                 ("topics", "list")):
         result = cli(*args, env=env)
         assert result.returncode == 2, result.stderr
         assert "cannot reach the Kafka broker at 127.0.0.1:1" in result.stderr

@@ -13,7 +13,7 @@ from streamkit.testing import wait_for
 
 def build(tmp_path, **settings):
     name = f"web-{uuid.uuid4().hex[:6]}"
-    port = free_port()
+    port = settings.pop("web_port", None) or free_port()
     app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", data_dir=str(tmp_path),
                  commit_interval=0.05, web_port=port, **settings)
     src = app.topic("scores", key_type=int, value_type=int, partitions=2)
@@ -113,3 +113,17 @@ async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
         status, body = await get(session, f"{base}/tables/scores/49")
         assert (status, body) == (200, {"key": 49, "value": 49})
         assert table[49] == 49
+
+
+async def test_a_taken_web_port_is_a_clear_startup_error(tmp_path):
+    app, _, _ = build(tmp_path)
+    other, _, _ = build(tmp_path, web_port=app.conf.web_port)
+    async with app.running():
+        try:
+            await other.start()
+        except sk.ConfigurationError as exc:
+            assert f"127.0.0.1:{app.conf.web_port}" in str(exc) and "--web-port" in str(exc)
+        else:
+            await other.stop()
+            raise AssertionError("a second worker bound the same web port")
+    assert other.runtime is None
