@@ -76,7 +76,10 @@ class Agent:
     # -- supervision ----------------------------------------------------------------------------
 
     async def _supervise(self, stream: Stream, body: Callable[[Stream], Any] | None = None) -> None:
-        retries: dict[tuple[str, int, int], int] = {}
+        # Only the record that failed last is counted: a record that later succeeds, or another
+        # record failing, starts a fresh count (nothing accumulates per record).
+        failing: tuple[str, int, int] | None = None
+        attempt = 0
         while True:
             try:
                 if body is not None:
@@ -99,13 +102,14 @@ class Agent:
                     continue
                 first = held[0]
                 key = (first.topic, first.partition, first.offset)
-                retries[key] = attempt = retries.get(key, 0) + 1
+                attempt = attempt + 1 if key == failing else 1
+                failing = key
                 log.exception("agent %s failed on %s[%d]@%d (attempt %d)", self.name, first.topic,
                               first.partition, first.offset, attempt)
                 if attempt <= self.app.conf.agent_retries:
                     stream.redeliver_held()
                     continue
-                retries.pop(key, None)
+                failing, attempt = None, 0
                 assert self._runtime is not None
                 for event in held:
                     await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
