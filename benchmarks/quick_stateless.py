@@ -38,14 +38,14 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
 
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent")
 PARTITIONS = 4
@@ -55,15 +55,6 @@ PRODUCER_LINGER_MS = 5
 
 
 # -- measurement helpers (used inside scenario processes) -----------------------------------------
-
-
-def cpu_seconds() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
 class Meter:
@@ -268,42 +259,6 @@ def scenario_main(args: argparse.Namespace) -> None:
 # -- parent: topics, data, orchestration, report -------------------------------------------------
 
 
-def admin(broker: str):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": broker})
-
-
-def create_topic(broker: str, name: str, partitions: int = PARTITIONS) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    client = admin(broker)  # keep a reference: the futures fail if the client is destroyed
-    futures = client.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-    futures[name].result(30)
-    # wait until the metadata shows every partition with a leader
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = client.list_topics(name, timeout=10).topics.get(name)
-        if md is not None and md.error is None and len(md.partitions) == partitions and all(
-            p.leader >= 0 for p in md.partitions.values()
-        ):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"topic {name} not ready")
-
-
-def delete_topics(broker: str, names: list[str]) -> None:
-    if not names:
-        return
-    client = admin(broker)
-    futures = client.delete_topics(names, operation_timeout=30)
-    for name, future in futures.items():
-        try:
-            future.result(30)
-        except Exception as exc:  # best effort cleanup
-            print(f"  (could not delete {name}: {exc})", file=sys.stderr)
-
-
 def fill_input(broker: str, topic: str, n: int) -> float:
     import orjson
     from confluent_kafka import Producer
@@ -348,52 +303,24 @@ def topic_count(broker: str, topic: str) -> int:
 def run_scenario(args: argparse.Namespace, scenario: str, input_topic: str, tag: str) -> dict[str, Any]:
     output = f"bench-out-{tag}"
     group = f"bench-{tag}"
-    create_topic(args.broker, output)
-    cmd = [
-        sys.executable, str(Path(__file__).resolve()), "--scenario", scenario, "--broker", args.broker,
-        "--records", str(args.records), "--input", input_topic, "--output", output, "--group", group,
-        "--timeout", str(args.timeout),
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60, env=env)
-    process_s = time.perf_counter() - started
-    result: dict[str, Any] | None = None
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
-    if proc.returncode != 0 or result is None:
-        result = {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-4000:],
-                  "stdout": proc.stdout[-2000:]}
-    result["process_s"] = process_s
+    create_topic(args.admin, output, PARTITIONS)
+    result = run_scenario_process(str(Path(__file__).resolve()), scenario, [
+        "--broker", args.broker, "--records", str(args.records), "--input", input_topic, "--output", output,
+        "--group", group, "--timeout", str(args.timeout)], args.timeout)
     result["output_records"] = topic_count(args.broker, output)
     result["output_ok"] = result["output_records"] >= args.records
     # streamkit creates <group>-dlq, <group>-__leader and <group>-replies
     result["topics"] = [output] + ([f"{group}-dlq", f"{group}-__leader", f"{group}-replies"]
                                    if scenario.startswith("streamkit") else [])
-    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
-    if warnings:
-        result["stderr_warnings"] = warnings[:20]
     return result
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in runs if "error" not in r]
-    if not ok:
-        return {"ok_runs": 0, "errors": [r.get("error") for r in runs]}
-    rates = [r["records_per_s"] for r in ok]
-    return {
-        "ok_runs": len(ok),
-        "median_rps": statistics.median(rates),
-        "min_rps": min(rates),
-        "max_rps": max(rates),
-        "median_elapsed_s": statistics.median(r["elapsed_s"] for r in ok),
-        "median_cpu_s": statistics.median(r["cpu_s"] for r in ok),
-        "cpu_us_per_record": statistics.median(r["cpu_s"] / r["consumed"] * 1e6 for r in ok),
-        "max_peak_rss_mb": max(r["peak_rss_mb"] for r in ok),
-        "all_outputs_complete": all(r["output_ok"] for r in runs),
-    }
+    ok, summary = rate_summary(runs)
+    if ok:
+        summary["cpu_us_per_record"] = statistics.median(r["cpu_s"] / r["consumed"] * 1e6 for r in ok)
+        summary["all_outputs_complete"] = all(r["output_ok"] for r in runs)
+    return summary
 
 
 def print_table(summary: dict[str, dict[str, Any]], ratios: dict[str, float | None]) -> None:
@@ -417,7 +344,8 @@ def parent_main(args: argparse.Namespace) -> None:
     input_topic = f"bench-in-{run_id}"
     scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
     print(f"broker {args.broker}, {args.records} records, {args.repeat} repeats, run {run_id}", flush=True)
-    create_topic(args.broker, input_topic)
+    args.admin = admin_client(args.broker)  # one client, kept alive for all its futures
+    create_topic(args.admin, input_topic, PARTITIONS)
     fill_s = fill_input(args.broker, input_topic, args.records)
     print(f"filled {input_topic} with {topic_count(args.broker, input_topic)} records in {fill_s:.1f}s", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}
@@ -438,7 +366,7 @@ def parent_main(args: argparse.Namespace) -> None:
                           + (f", stop {result['stop_s']:.2f}s" if "stop_s" in result else ""), flush=True)
     finally:
         if not args.keep_topics:
-            delete_topics(args.broker, created)
+            delete_topics(args.admin, created)
     summary = {s: summarize(r) for s, r in runs.items()}
 
     def ratio(a: str, b: str) -> float | None:

@@ -41,16 +41,16 @@ import asyncio
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from common import admin_client, create_topic, cpu_seconds, current_rss_mb, delete_topics, peak_rss_mb, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
 
 SCENARIOS = ("raw-confluent", "aiokafka-rocksdb", "aiokafka-memory", "confluent-rocksdb", "confluent-memory")
 PARTITIONS = 4
@@ -59,20 +59,6 @@ SPOT_CHECKS = 200
 
 
 # -- measurement helpers (used inside scenario processes) -----------------------------------------
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
-
-
-def current_rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1024.0 * 1024.0)
-
-
-def cpu_seconds() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 def expected_value(i: int) -> bytes:
@@ -265,35 +251,6 @@ def scenario_main(args: argparse.Namespace) -> None:
 # -- parent: topic, data, orchestration, report ---------------------------------------------------
 
 
-def create_topic(client: Any, name: str, partitions: int = PARTITIONS) -> None:
-    from confluent_kafka.admin import NewTopic
-
-    futures = client.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
-                                             config={"cleanup.policy": "compact"})])
-    futures[name].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = client.list_topics(name, timeout=10).topics.get(name)
-        if md is not None and md.error is None and len(md.partitions) == partitions and all(
-            p.leader >= 0 for p in md.partitions.values()
-        ):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"topic {name} not ready")
-
-
-def delete_topics(client: Any, names: list[str]) -> None:
-    if not names:
-        return
-    futures = client.delete_topics(names, operation_timeout=30)  # ``client`` stays referenced meanwhile
-    for name, future in futures.items():
-        try:
-            future.result(30)
-            print(f"deleted topic {name}", flush=True)
-        except Exception as exc:  # best effort cleanup
-            print(f"  (could not delete {name}: {exc})", file=sys.stderr)
-
-
 def fill_changelog(broker: str, topic: str, n: int) -> float:
     from confluent_kafka import Producer
 
@@ -342,53 +299,23 @@ def end_offsets(broker: str, topic: str) -> list[int]:
 
 
 def run_scenario(args: argparse.Namespace, scenario: str, ends: list[int]) -> dict[str, Any]:
-    cmd = [
-        sys.executable, str(Path(__file__).resolve()), "--scenario", scenario, "--broker", args.broker,
-        "--keys", str(args.keys), "--topic", args.topic, "--ends", ",".join(map(str, ends)),
-        "--settle", str(args.settle), "--timeout", str(args.timeout),
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent) + os.pathsep + env.get("PYTHONPATH", "")
-    started = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60, env=env)
-    except subprocess.TimeoutExpired as exc:
-        return {"scenario": scenario, "error": "timeout", "stderr": str(exc.stderr)[-4000:], "stdout": "",
-                "process_s": time.perf_counter() - started}
-    process_s = time.perf_counter() - started
-    result: dict[str, Any] | None = None
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
-    if proc.returncode != 0 or result is None:
-        result = {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-4000:],
-                  "stdout": proc.stdout[-2000:]}
-    result["process_s"] = process_s
-    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
-    if warnings:
-        result["stderr_warnings"] = warnings[:20]
-    return result
+    return run_scenario_process(str(Path(__file__).resolve()), scenario, [
+        "--broker", args.broker, "--keys", str(args.keys), "--topic", args.topic, "--ends", ",".join(map(str, ends)),
+        "--settle", str(args.settle), "--timeout", str(args.timeout)], args.timeout)
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [r for r in runs if "error" not in r]
-    if not ok:
-        return {"ok_runs": 0, "errors": [r.get("error") for r in runs]}
-    rates = [r["records_per_s"] for r in ok]
-    return {
-        "ok_runs": len(ok),
-        "median_rps": statistics.median(rates),
-        "min_rps": min(rates),
-        "max_rps": max(rates),
-        "median_rps_incl_settle": statistics.median(r["records_per_s_incl_settle"] for r in ok),
-        "median_rps_to_last_apply": statistics.median(r["records_per_s_to_last_apply"] for r in ok),
-        "median_elapsed_s": statistics.median(r["elapsed_s"] for r in ok),
-        "median_cpu_s": statistics.median(r["cpu_s"] for r in ok),
-        "median_rss_before_mb": statistics.median(r["rss_before_mb"] for r in ok),
-        "max_peak_rss_mb": max(r["peak_rss_mb"] for r in ok),
-        "all_replayed_exactly_n": len(ok) == len(runs) and all(r["replayed_ok"] for r in ok),
-        "all_keys_ok": None if ok[0]["keys_ok"] is None else (len(ok) == len(runs) and all(r["keys_ok"] for r in ok)),
-    }
+    ok, summary = rate_summary(runs)
+    if ok:
+        summary.update({
+            "median_rps_incl_settle": statistics.median(r["records_per_s_incl_settle"] for r in ok),
+            "median_rps_to_last_apply": statistics.median(r["records_per_s_to_last_apply"] for r in ok),
+            "median_rss_before_mb": statistics.median(r["rss_before_mb"] for r in ok),
+            "all_replayed_exactly_n": len(ok) == len(runs) and all(r["replayed_ok"] for r in ok),
+            "all_keys_ok": None if ok[0]["keys_ok"] is None
+            else (len(ok) == len(runs) and all(r["keys_ok"] for r in ok)),
+        })
+    return summary
 
 
 def print_table(summary: dict[str, dict[str, Any]], settle: float) -> None:
@@ -412,18 +339,16 @@ def print_table(summary: dict[str, dict[str, Any]], settle: float) -> None:
 
 
 def parent_main(args: argparse.Namespace) -> None:
-    from confluent_kafka.admin import AdminClient
-
     run_id = uuid.uuid4().hex[:8]
     scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
-    client = AdminClient({"bootstrap.servers": args.broker})  # one client, kept alive for all its futures
+    client = admin_client(args.broker)  # one client, kept alive for all its futures
     created: list[str] = []
     fill_s = None
     if args.topic:
         print(f"using existing topic {args.topic}", flush=True)
     else:
         args.topic = f"bench-changelog-{run_id}"
-        create_topic(client, args.topic)
+        create_topic(client, args.topic, PARTITIONS, {"cleanup.policy": "compact"})
         created.append(args.topic)
     print(f"broker {args.broker}, {args.keys} keys, {args.repeat} repeats, topic {args.topic}", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}

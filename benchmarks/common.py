@@ -1,0 +1,109 @@
+"""Helpers shared by the benchmark scripts: process measurements, topics, scenario subprocesses."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def current_rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1024.0 * 1024.0)
+
+
+def admin_client(broker: str) -> Any:
+    """One AdminClient per run: a destroyed client fails its pending futures (_DESTROY)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": broker})
+
+
+def create_topic(client: Any, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    """Create ``name`` and wait until every partition has a leader."""
+    from confluent_kafka.admin import NewTopic
+
+    futures = client.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                             config=config or {})])
+    futures[name].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = client.list_topics(name, timeout=10).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+            p.leader >= 0 for p in md.partitions.values()
+        ):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {name} not ready")
+
+
+def delete_topics(client: Any, names: list[str]) -> None:
+    if not names:
+        return
+    futures = client.delete_topics(names, operation_timeout=30)
+    for name, future in futures.items():
+        try:
+            future.result(30)
+        except Exception as exc:  # best effort cleanup
+            print(f"  (could not delete {name}: {exc})", file=sys.stderr)
+
+
+def run_scenario_process(script: str, scenario: str, args: list[str], timeout: float) -> dict[str, Any]:
+    """Run ``script --scenario NAME args`` in a fresh interpreter; parse its ``RESULT {json}`` line.
+
+    Returns the result (or an ``error`` entry) with ``process_s`` and any warning lines.
+    """
+    cmd = [sys.executable, script, "--scenario", scenario, *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, env=env)
+    except subprocess.TimeoutExpired as exc:
+        return {"scenario": scenario, "error": "timeout", "stderr": str(exc.stderr)[-4000:], "stdout": "",
+                "process_s": time.perf_counter() - started}
+    result: dict[str, Any] | None = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            result = json.loads(line[len("RESULT "):])
+    if proc.returncode != 0 or result is None:
+        result = {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-4000:],
+                  "stdout": proc.stdout[-2000:]}
+    result["process_s"] = time.perf_counter() - started
+    warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
+    if warnings:
+        result["stderr_warnings"] = warnings[:20]
+    return result
+
+
+def rate_summary(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The successful runs and the records/s statistics every benchmark reports."""
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return ok, {"ok_runs": 0, "errors": [r.get("error") for r in runs]}
+    rates = [r["records_per_s"] for r in ok]
+    return ok, {
+        "ok_runs": len(ok),
+        "median_rps": statistics.median(rates),
+        "min_rps": min(rates),
+        "max_rps": max(rates),
+        "median_elapsed_s": statistics.median(r["elapsed_s"] for r in ok),
+        "median_cpu_s": statistics.median(r["cpu_s"] for r in ok),
+        "max_peak_rss_mb": max(r["peak_rss_mb"] for r in ok),
+    }
