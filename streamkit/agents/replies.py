@@ -14,8 +14,8 @@ import orjson
 
 from ..models.convert import compile_converter
 from ..models.record import dumps
-from ..transport.base import TP, Consumer, Message
-from ..transport.reader import read_forever
+from ..transport.base import TP, Message
+from ..transport.reader import Reader
 
 if TYPE_CHECKING:
     from ..app import App
@@ -31,22 +31,19 @@ class Replies:
     def __init__(self, app: "App") -> None:
         self.app = app
         self._pending: dict[bytes, asyncio.Future] = {}
-        self._consumer: Consumer | None = None
-        self._task: asyncio.Task | None = None
+        self._reader: Reader | None = None
         self._lock = asyncio.Lock()
 
     async def _ensure_reading(self) -> None:
         async with self._lock:
-            if self._task is not None:
+            if self._reader is not None:
                 return
             tp = TP(self.app.reply_topic.name, 0)
             consumer = self.app.driver.consumer(None)
             await consumer.start()
             ends = await consumer.end_offsets([tp])
             await consumer.assign([tp], {tp: ends[tp]})
-            self._consumer = consumer
-            self._task = asyncio.create_task(read_forever(consumer, self._on_replies, name="reply reader"),
-                                             name="streamkit-replies")
+            self._reader = Reader(consumer, self._on_replies, name="reply-reader")
 
     def _on_replies(self, _tp: TP, messages: list[Message]) -> None:
         for message in messages:
@@ -76,10 +73,6 @@ class Replies:
         await self.app.send_raw(reply_to, None, dumps(value), headers=headers)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            await reader.stop()

@@ -26,3 +26,16 @@ async def read_forever(consumer: Consumer, handle: Callable[[TP, list[Message]],
         for tp, messages in batches.items():
             if messages:
                 handle(tp, messages)
+
+
+class Reader:
+    """A started consumer plus the task reading it; ``stop`` ends both."""
+
+    def __init__(self, consumer: Consumer, handle: Callable[[TP, list[Message]], None], *, name: str) -> None:
+        self.consumer = consumer
+        self._task = asyncio.create_task(read_forever(consumer, handle, name=name), name=f"streamkit-{name}")
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        await self.consumer.stop()

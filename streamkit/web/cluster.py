@@ -6,7 +6,6 @@ new owner's claim replaces the old one as soon as it is read.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..transport.base import TP, Message
-from ..transport.reader import read_forever
+from ..transport.reader import Reader
 
 if TYPE_CHECKING:
     from ..app import App
@@ -27,8 +26,7 @@ class Cluster:
         self.app = app
         self.url = url
         self.claims: dict[tuple[str, int], str] = {}
-        self._task: asyncio.Task | None = None
-        self._consumer: Any = None
+        self._reader: Reader | None = None
 
     @property
     def topic(self) -> Any:
@@ -39,9 +37,7 @@ class Cluster:
         await consumer.start()
         tp = TP(self.topic.name, 0)
         await consumer.assign([tp], {tp: 0})
-        self._consumer = consumer
-        self._task = asyncio.create_task(read_forever(consumer, self._on_claims, name="cluster reader"),
-                                         name="streamkit-cluster")
+        self._reader = Reader(consumer, self._on_claims, name="cluster-reader")
 
     def _on_claims(self, _tp: TP, messages: list[Message]) -> None:
         for m in messages:
@@ -65,10 +61,6 @@ class Cluster:
         return self.claims.get((table, number))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            await reader.stop()
