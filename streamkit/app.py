@@ -161,14 +161,17 @@ class App:
             topics[self.dlq_topic_name] = Topic(self, self.dlq_topic_name, internal=True)
         return list(topics.values())
 
-    async def ensure_topics(self) -> None:
-        """Create missing topics and check existing ones (bounded retry if the broker is down)."""
+    async def ensure_topics(self) -> dict[str, int]:
+        """Create missing topics and check existing ones (bounded retry if the broker is down);
+        returns each topic's partition count as the broker reports it."""
         from .runtime.topic_admin import ensure_topics
 
         topics = self.all_topics()
         specs = [t.spec(self.conf.topic_partitions, self.conf.topic_replicas) for t in topics]
         declared = {t.name: t.partitions for t in topics}
-        await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared, self.conf.broker_connect_timeout)
+        described = await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared,
+                                        self.conf.broker_connect_timeout)
+        return {name: info.partitions for name, info in described.items()}
 
     # -- clients --------------------------------------------------------------------------------
 

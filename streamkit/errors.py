@@ -26,6 +26,15 @@ class ProducerFenced(StreamkitError):
     """A newer producer with the same transactional id took over: this one must stop writing."""
 
 
+class GroupFenced(ProducerFenced):
+    """The consumer group moved to a new generation without this member (a rebalance it missed):
+    its transaction must not commit, and it must rejoin before writing again."""
+
+
+class TransactionAborted(StreamkitError):
+    """A transaction could not commit and was rolled back; its input records are processed again."""
+
+
 class TransactionsUnsupported(StreamkitError):
     """The driver or broker cannot run transactions."""
 

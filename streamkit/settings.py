@@ -16,7 +16,8 @@ ErrorPolicy = Literal["dlq", "skip", "stop"]
 ERROR_POLICIES = ("dlq", "skip", "stop")
 DRIVERS = ("aiokafka", "confluent", "memory")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-GUARANTEES = ("at_least_once",)
+GUARANTEES = ("at_least_once", "exactly_once")
+TRANSACTION_PRODUCERS = ("auto", "worker", "partition")
 
 
 @dataclass
@@ -28,9 +29,23 @@ class Settings:
     driver: str = "aiokafka"
     """Kafka client: ``aiokafka`` (default), ``confluent`` (librdkafka, faster) or ``memory``."""
     processing_guarantee: str = "at_least_once"
-    """Delivery guarantee; ``at_least_once`` commits offsets only after outputs are flushed."""
+    """``at_least_once`` commits offsets only after outputs are flushed; ``exactly_once`` puts
+    outputs, changelog records and offsets of each checkpoint into one Kafka transaction and
+    reads every topic with ``read_committed``."""
     commit_interval: float = 1.0
-    """Seconds between checkpoints (offset commits); also done on revoke and stop."""
+    """Seconds between checkpoints (offset commits, or transaction commits under exactly-once);
+    also done on revoke and stop. Under exactly-once it is also how stale downstream reads are."""
+    transaction_timeout_ms: int = 60000
+    """Exactly-once: the broker aborts a transaction left open this long (a crashed worker's);
+    until then read_committed readers of its partitions wait. Must exceed commit_interval."""
+    transaction_producer: str = "auto"
+    """Exactly-once: ``worker`` (one transactional producer per worker, fenced through the
+    consumer group's generation, EOS v2), ``partition`` (one per input partition, EOS v1) or
+    ``auto`` (worker on confluent and memory, partition on aiokafka, which cannot send the
+    group's generation with the offsets)."""
+    transactional_id: str = ""
+    """Exactly-once with a per-worker producer: its ``transactional.id``. Empty derives a stable
+    one from the app id and a worker slot persisted (and locked) under ``data_dir``."""
     error_policy: str = "dlq"
     """What happens to a record that fails to decode or keeps failing in an agent:
     ``dlq`` sends its original bytes to the dead-letter topic, ``skip`` logs and moves on,
@@ -115,11 +130,41 @@ class Settings:
                 raise ConfigurationError(f"{name}={value!r}: expected one of {', '.join(allowed)}")
         if self.processing_guarantee not in GUARANTEES:
             raise ConfigurationError(
-                f"processing_guarantee={self.processing_guarantee!r}: this release supports "
-                f"{', '.join(GUARANTEES)} (exactly_once arrives with transactional checkpoints)"
+                f"processing_guarantee={self.processing_guarantee!r}: expected one of {', '.join(GUARANTEES)}"
             )
+        if self.transaction_producer not in TRANSACTION_PRODUCERS:
+            raise ConfigurationError(
+                f"transaction_producer={self.transaction_producer!r}: expected one of {', '.join(TRANSACTION_PRODUCERS)}"
+            )
+        if self.exactly_once:
+            if self.driver == "aiokafka" and self.transaction_producer == "worker":
+                raise ConfigurationError(
+                    "transaction_producer='worker' needs the consumer group metadata in the transaction "
+                    "(EOS v2), which aiokafka cannot send; use 'partition' or driver='confluent'"
+                )
+            if self.transaction_timeout_ms <= self.commit_interval * 1000 * 2:
+                raise ConfigurationError(
+                    f"transaction_timeout_ms={self.transaction_timeout_ms} must exceed twice commit_interval "
+                    f"({self.commit_interval}s), or transactions time out between checkpoints"
+                )
         if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported")
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.processing_guarantee == "exactly_once"
+
+    @property
+    def isolation_level(self) -> str:
+        """Exactly-once readers see only committed transactions (recovery and repartition too)."""
+        return "read_committed" if self.exactly_once else "read_uncommitted"
+
+    @property
+    def transactions_per_partition(self) -> bool:
+        """EOS v1 (a producer per input partition) rather than v2 (one per worker)."""
+        if self.transaction_producer == "auto":
+            return self.driver == "aiokafka"
+        return self.transaction_producer == "partition"
 
     @property
     def bootstrap_servers(self) -> str:

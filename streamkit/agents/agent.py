@@ -12,7 +12,7 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ..runtime.progress import Event, Subscriber
+from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..streams.stream import Stream, current_event
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
 
@@ -112,6 +112,7 @@ class Agent:
                 failing, attempt = None, 0
                 assert self._runtime is not None
                 for event in held:
+                    _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
                     await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
                 stream.ack_held()
 

@@ -1,6 +1,6 @@
-"""The commit protocol (at-least-once), in one place.
+"""The commit protocol, in one place: at-least-once, and exactly-once on top of it.
 
-Every ``commit_interval`` and on every revoke and stop:
+At-least-once, every ``commit_interval`` and on every revoke and stop:
 1. take, per partition, the offset up to which every subscriber has processed contiguously
    (never past an unprocessed record; records still queued hold the offset back);
 2. snapshot the tables' write caches (same tick) and send one changelog record per changed key;
@@ -8,19 +8,32 @@ Every ``commit_interval`` and on every revoke and stop:
 4. commit those offsets;
 5. only then write the table batches (with their changelog offsets) to the stores.
 A failure before 4 puts the table changes back and raises: the records are reprocessed, and
-nothing is lost. Exactly-once (a later issue) wraps 2-4 in one transaction.
+nothing is lost.
+
+Exactly-once (``ExactlyOnceCheckpoint``) makes 2-4 one Kafka transaction per unit (the worker,
+or each task under EOS v1), and first stops every stream *between* records (the barrier), so
+the table changes and outputs are exactly those of the records below the offsets. A unit whose
+commit fails is aborted: its table partitions drop their uncommitted writes (the store holds
+the committed state) and its input partitions are rewound to the last committed offsets. A
+fenced unit is handed to the runtime, which drops its partitions and rejoins the group.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
+from ..errors import ProducerFenced, TransactionAborted
 from ..transport.base import TP, Consumer, Producer
 from .router import Router
 
+if TYPE_CHECKING:
+    from .transactions import Task, TransactionalProducer
+
 log = logging.getLogger("streamkit.checkpoint")
+
+BARRIER_WARN_AFTER = 10.0  # seconds an exactly-once checkpoint waits for a record before saying so
 
 
 class Checkpoint:
@@ -33,7 +46,7 @@ class Checkpoint:
         self.last_duration = 0.0
         self.observers: list[Any] = []  # called with each commit's duration (metrics)
         self.commits = 0
-        self.participants: list[Any] = []  # table managers: prepare/send/apply/abort
+        self.participants: list[Any] = []  # table managers: prepare/send/apply/abort/discard
 
     def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True) -> dict[TP, int]:
         """Step 1: contiguous progress per partition (by default only where it moved since the
@@ -51,6 +64,9 @@ class Checkpoint:
                 offsets[tp] = offset
         return offsets
 
+    def _producer_for(self, _partitions: int, _number: int) -> Producer:
+        return self.producer
+
     async def commit(self, tps: Iterable[TP] | None = None, *, wait: bool = True) -> dict[TP, int]:
         """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
@@ -59,7 +75,7 @@ class Checkpoint:
             # Same tick as the offsets: the table changes that go with them (no await between).
             changes = [(p, p.prepare()) for p in self.participants]
             try:
-                sent = [await p.send(c, self.producer) for p, c in changes]
+                sent = [await p.send(c, self._producer_for) for p, c in changes]
                 await self.producer.flush()
                 if offsets:
                     await self.consumer.commit(offsets, wait=wait)
@@ -69,14 +85,102 @@ class Checkpoint:
                 raise
             for (participant, c), result in zip(changes, sent):
                 participant.apply(c, result)
-            if offsets:
-                self.committed.update(offsets)
-                self.commits += 1
-            self.last_duration = time.monotonic() - started
-            for observe in self.observers:
-                observe(self.last_duration)
+            self._committed(offsets, started)
             return offsets
+
+    def _committed(self, offsets: dict[TP, int], started: float) -> None:
+        if offsets:
+            self.committed.update(offsets)
+            self.commits += 1
+        self.last_duration = time.monotonic() - started
+        for observe in self.observers:
+            observe(self.last_duration)
 
     def forget(self, tps: Iterable[TP]) -> None:
         for tp in tps:
             self.committed.pop(tp, None)
+
+
+UnitHandler = Callable[["Task", list[TP]], Awaitable[None]]
+
+
+class ExactlyOnceCheckpoint(Checkpoint):
+    """Transactions instead of offset commits; see the module docstring."""
+
+    def __init__(self, router: Router, consumer: Consumer, txns: "TransactionalProducer", *,
+                 rewind: UnitHandler, fenced: UnitHandler) -> None:
+        super().__init__(router, consumer, txns)
+        self.txns = txns
+        self._rewind = rewind
+        self._fenced = fenced
+        self.aborts = 0
+
+    async def _quiesce(self) -> None:
+        """Wait until no stream is in the middle of a record (the barrier keeps them out)."""
+        loop = asyncio.get_running_loop()
+        warn_at = loop.time() + BARRIER_WARN_AFTER
+        while True:
+            holding = self.router.holding()
+            if not holding:
+                return
+            if loop.time() >= warn_at:
+                warn_at = loop.time() + BARRIER_WARN_AFTER
+                log.warning("exactly-once checkpoint still waiting for %d record(s) in progress, e.g. %r",
+                            len(holding), holding[0])
+            await asyncio.sleep(0.001)
+
+    async def commit(self, tps: Iterable[TP] | None = None, *, wait: bool = True) -> dict[TP, int]:
+        """Commit everything processed so far (a transaction covers all partitions of its unit)."""
+        async with self.lock:
+            started = time.monotonic()
+            barrier = self.router.barrier
+            barrier.close()
+            try:
+                await self._quiesce()
+                offsets = self.offsets_to_commit()
+                changes = [(p, p.prepare()) for p in self.participants]
+                if not offsets and not self.txns.dirty and not any(c for _, c in changes):
+                    return {}
+                async with self.txns.sends_paused():
+                    outcome, sent = await self._commit_units(offsets, changes)
+                failed = {task: exc for task, exc in outcome.items() if exc is not None}
+                for (participant, c), result in zip(changes, sent):
+                    participant.apply(c, result, keep=lambda n, p: self.txns.task_of_table(n, p) not in failed)
+                done = {tp: o for tp, o in offsets.items() if self.txns.task_of(tp) not in failed}
+                self._committed(done, started)
+                for task, exc in failed.items():
+                    await self._failed(task, exc)
+                if failed:
+                    raise TransactionAborted(f"{len(failed)} transaction(s) rolled back: "
+                                             + "; ".join(f"{exc}" for exc in failed.values()))
+                return done
+            finally:
+                barrier.open()
+
+    async def _commit_units(self, offsets: dict[TP, int], changes: list[tuple[Any, Any]]
+                            ) -> tuple[dict["Task", BaseException | None], list[Any]]:
+        """Changelog records into each unit's transaction, then offsets and commit per unit."""
+        sent: list[Any] = []
+        try:
+            for participant, c in changes:
+                sent.append(await participant.send(c, self.txns.producer_for))
+        except Exception as exc:  # nothing of this checkpoint may commit without its changelog
+            failed: dict["Task", BaseException | None] = {t: exc for t in set(self.txns.units) | self.txns.dirty}
+            return failed, [{} for _ in changes]
+        return await self.txns.commit(offsets, self.consumer.group_metadata()), sent
+
+    async def _failed(self, task: "Task", exc: BaseException) -> None:
+        self.aborts += 1
+        tps = [tp for tp in self.router.delivered if self.txns.task_of(tp) == task]
+        for participant in self.participants:  # the stores hold the committed state
+            participant.discard(lambda n, p: self.txns.task_of_table(n, p) == task)
+        if not isinstance(exc, ProducerFenced):
+            log.warning("transaction rolled back, its records will be processed again: %s", exc)
+            try:
+                await self.txns.abort(task)
+            except Exception as abort_exc:
+                log.warning("abort failed too (%r): dropping the partitions", abort_exc)
+            else:
+                await self._rewind(task, tps)
+                return
+        await self._fenced(task, tps)

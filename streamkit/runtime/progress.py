@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from contextvars import ContextVar
 from typing import Any, Sequence
 
 from ..transport.base import TP
+
+# The record being processed in this task: an Event (agents), or a raw Message while a record
+# that failed to decode is handed to the error policy. Exactly-once routes sends by it.
+processing: ContextVar[Any] = ContextVar("streamkit_current_event", default=None)
 
 
 class Event:
@@ -50,11 +55,38 @@ class Batch:
         self.revoked = False
 
 
+class Barrier:
+    """Stops streams between records while an exactly-once checkpoint commits.
+
+    A cursor that holds no record waits here before taking the next one, so once every cursor
+    holds nothing, the tables and outputs reflect exactly the records below the commit offsets.
+    """
+
+    __slots__ = ("closed", "_open")
+
+    def __init__(self) -> None:
+        self.closed = False
+        self._open = asyncio.Event()
+        self._open.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._open.clear()
+
+    def open(self) -> None:
+        self.closed = False
+        self._open.set()
+
+    async def wait(self) -> None:
+        await self._open.wait()
+
+
 class Subscriber:
     """A bounded inbox of batches plus what is still unprocessed in it (router → stream)."""
 
-    def __init__(self, name: str, max_batches: int) -> None:
+    def __init__(self, name: str, max_batches: int, barrier: Barrier | None = None) -> None:
         self.name = name
+        self.barrier = barrier
         self.inbox: asyncio.Queue[Batch] = asyncio.Queue(max_batches)
         self.pending: dict[TP, deque[Batch]] = {}
         self.cursors: list[Any] = []  # the Streams reading this inbox (one per agent instance)
@@ -89,3 +121,7 @@ class Subscriber:
     def busy_with(self, tps: set[TP]) -> bool:
         """True while a cursor still holds an unfinished record of one of ``tps``."""
         return any(cursor.holds_any(tps) for cursor in self.cursors)
+
+    def holding(self) -> list[Any]:
+        """Events some cursor is in the middle of processing (exactly-once waits for none)."""
+        return [event for cursor in self.cursors for event in cursor.held_events()]

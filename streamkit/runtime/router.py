@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy
-from .progress import Batch, Event, Subscriber
+from .progress import Barrier, Batch, Event, Subscriber, processing
 
 
 @dataclass
@@ -22,6 +22,8 @@ class Router:
         self.errors = errors
         self.routes: dict[str, Route] = {}
         self.delivered: dict[TP, int] = {}
+        self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to
+        self.barrier = Barrier()
         self.version = 0  # bumped whenever the set of subscribed topics changes
         self.records_in = 0
 
@@ -30,6 +32,7 @@ class Router:
         if route is None:
             route = self.routes[topic.name] = Route(topic)
             self.version += 1
+        subscriber.barrier = self.barrier
         route.subscribers.append(subscriber)
 
     def topics(self) -> list[str]:
@@ -53,11 +56,17 @@ class Router:
                 try:
                     append(Event(decode_key(message.key), decode_value(message.value), message))
                 except Exception as exc:
-                    await self.errors.handle("decode", message, exc)
+                    token = processing.set(message)  # exactly-once: the DLQ record joins its source's transaction
+                    try:
+                        await self.errors.handle("decode", message, exc)
+                    finally:
+                        processing.reset(token)
             if events:
                 for subscriber in route.subscribers:
                     await subscriber.put(Batch(tp, events))
         self.records_in += len(messages)
+        if tp not in self.delivered:
+            self.first_delivered[tp] = messages[0].offset
         self.delivered[tp] = messages[-1].offset + 1
 
     def revoke(self, tps: Sequence[TP]) -> None:
@@ -68,9 +77,13 @@ class Router:
     def busy_with(self, tps: set[TP]) -> bool:
         return any(s.busy_with(tps) for r in self.routes.values() for s in r.subscribers)
 
+    def holding(self) -> list[Event]:
+        return [e for r in self.routes.values() for s in r.subscribers for e in s.holding()]
+
     def forget(self, tps: Sequence[TP]) -> None:
         for tp in tps:
             self.delivered.pop(tp, None)
+            self.first_delivered.pop(tp, None)
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.forget(tps)

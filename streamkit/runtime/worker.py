@@ -14,7 +14,7 @@ from mode import Service
 
 from ..errors import WorkerStopped
 from ..transport import TP, Consumer, Producer, create_driver
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .router import Router
 
@@ -46,6 +46,11 @@ class Runtime(Service):
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
         self.checkpoint: Checkpoint | None = None
+        self.txns: Any = None  # the TransactionalProducer under exactly-once
+        self.identity: Any = None  # the persisted worker slot behind the transactional id
+        self.partition_counts: dict[str, int] = {}
+        self._fetch_epoch = 0  # bumped by a rewind: batches fetched before it are stale
+        self._pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
         self.tables: Any = None  # the TableManager, when the app has tables
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
@@ -61,12 +66,41 @@ class Runtime(Service):
     # -- startup --------------------------------------------------------------------------------
 
     async def ensure_topics(self) -> None:
-        await self.app.ensure_topics()
+        self.partition_counts.update(await self.app.ensure_topics())
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic``: as the broker reported it, else as declared or defaulted."""
+        count = self.partition_counts.get(topic)
+        if count:
+            return count
+        declared = self.app.topics.get(topic)
+        if declared is not None and declared.partitions:
+            return declared.partitions
+        if topic in (self.app.leader_topic.name, self.app.reply_topic.name):
+            return 1
+        return self.conf.topic_partitions
+
+    async def _start_producer(self) -> None:
+        if not self.conf.exactly_once:
+            self.producer = self.driver.producer()
+            await self.producer.start()
+            return
+        from .identity import WorkerIdentity
+        from .transactions import TransactionalProducer
+
+        per_partition = self.conf.transactions_per_partition
+        transactional_id = self.conf.transactional_id
+        if not per_partition and not transactional_id:
+            self.identity = WorkerIdentity(self.conf.data_dir, self.app.id)
+            transactional_id = f"{self.app.id}-worker-{self.identity.id}"
+        self.txns = TransactionalProducer(self.driver, self.app.id, per_partition=per_partition,
+                                          transactional_id=transactional_id, partition_count=self.partition_count)
+        self.producer = self.txns
+        await self.txns.start()
 
     async def on_start(self) -> None:
         await self.ensure_topics()  # bounded retry: BrokerUnavailable if the broker is not there
-        self.producer = self.driver.producer()
-        await self.producer.start()
+        await self._start_producer()
         for agent in self.app.agents.values():
             agent.start(self)
         for _ in range(5):  # agent bodies run to their first await: group_by topics get declared
@@ -74,7 +108,11 @@ class Runtime(Service):
         await self.ensure_topics()
         self.consumer = self.driver.consumer(self.app.id)
         await self.consumer.start()
-        self.checkpoint = Checkpoint(self.router, self.consumer, self.producer)
+        if self.txns is not None:
+            self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
+                                                    rewind=self._rewind, fenced=self._fenced)
+        else:
+            self.checkpoint = Checkpoint(self.router, self.consumer, self.producer)
         if self.app.tables:
             from ..tables.manager import TableManager
 
@@ -98,6 +136,8 @@ class Runtime(Service):
         self.assigned.update(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
         log.info("assigned %d partitions%s: %s", len(tps), " (leader)" if self.is_leader else "", describe_tps(tps))
+        if self.txns is not None and self.txns.per_partition and tps:
+            await self._fence_previous_owners(tps)
         if self.tables is not None:
             await self.tables.rebalanced(self.assigned)
 
@@ -107,9 +147,73 @@ class Runtime(Service):
             return
         await self.release(tps, self.conf.stop_timeout)
         self.assigned.difference_update(tps)
+        if self.txns is not None and self.txns.per_partition:
+            kept = {self.txns.task_of(tp) for tp in self.assigned}
+            await self.txns.close_units({self.txns.task_of(tp) for tp in tps} - kept)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
         if self.tables is not None and not self._stopping:
             await self.tables.rebalanced(self.assigned)
+
+    # -- exactly-once -----------------------------------------------------------------------------
+
+    async def _fence_previous_owners(self, tps: list[TP]) -> None:
+        """EOS v1: our task producers fence the previous owners' and settle their open
+        transactions; only then are the committed offsets final, so start reading from them."""
+        assert self.consumer is not None
+        await self.txns.assigned(tps)
+        for tp, offset in (await self.consumer.committed(tps)).items():
+            if offset is not None:
+                await self.consumer.seek(tp, offset)
+
+    async def wait_stable_offsets(self, tps: list[TP]) -> None:
+        """Block until no transaction of a previous owner is pending on ``tps`` (a read_committed
+        committed-offset fetch waits for that), so table recovery sees its outcome."""
+        assert self.consumer is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.conf.transaction_timeout_ms / 1000 + 30
+        while True:
+            try:
+                await self.consumer.committed(tps)
+                return
+            except Exception as exc:
+                if loop.time() > deadline:
+                    raise
+                log.info("waiting for a previous owner's transaction to finish: %r", exc)
+                await asyncio.sleep(1.0)
+
+    def _rewind_positions(self, tps: list[TP]) -> dict[TP, int]:
+        assert self.checkpoint is not None
+        targets = {}
+        for tp in tps:
+            target = self.checkpoint.committed.get(tp, self.router.first_delivered.get(tp))
+            if target is not None:
+                targets[tp] = target
+        self.router.revoke(tps)
+        self.router.forget(tps)
+        self._fetch_epoch += 1
+        return targets
+
+    async def _rewind(self, _task: Any, tps: list[TP]) -> None:
+        """After a rolled-back transaction: read ``tps`` again from the last committed offsets.
+        The consume loop seeks between two fetches, dropping what a fetch in flight returns."""
+        self._pending_seeks.update(self._rewind_positions(tps))
+
+    async def _fenced(self, task: Any, tps: list[TP]) -> None:
+        """A newer producer or group generation took over: stop writing, drop the partitions
+        (tables recover again when they come back) and rejoin the group."""
+        assert self.consumer is not None and self.checkpoint is not None
+        log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "the partitions")
+        if self.txns.per_partition:
+            tps = [tp for tp in self.assigned if self.txns.task_of(tp) == task]
+        else:
+            tps = sorted(self.assigned)
+        self.consumer.pause(tps)
+        self._rewind_positions(tps)
+        self.checkpoint.forget(tps)
+        if self.tables is not None:
+            self.tables.drop(lambda n, p: self.txns.task_of_table(n, p) == task)
+        await self.txns.reopen(task)
+        self.consumer.rejoin()
 
     async def release(self, tps: list[TP], timeout: float) -> None:
         revoked = set(tps)
@@ -140,7 +244,14 @@ class Runtime(Service):
                 if router.version != self._subscribed_version:
                     await self.ensure_topics()
                     self._subscribe()
+                epoch = self._fetch_epoch
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
+                if epoch != self._fetch_epoch:  # fetched around a rewind: these records come again
+                    seeks, self._pending_seeks = self._pending_seeks, {}
+                    for tp, offset in seeks.items():
+                        if tp in assigned:
+                            await consumer.seek(tp, offset)
+                    continue
                 for tp, messages in batches.items():
                     # A batch fetched just before a rebalance may belong to a partition that is
                     # gone: the new owner processes it, and we must not commit it.
@@ -207,4 +318,6 @@ class Runtime(Service):
                 await self.producer.flush()
             finally:
                 await self.producer.stop()
+        if self.identity is not None:
+            self.identity.release()
         log.info("worker for %r stopped", self.app.id)

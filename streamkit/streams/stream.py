@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
-from ..runtime.progress import Batch, Event, Subscriber
+from ..runtime.progress import Batch, Event, Subscriber, processing as _current_event
 
 if TYPE_CHECKING:
     from ..topics import Topic
 
 Held = tuple[Batch, int]
-
-_current_event: ContextVar[Event | None] = ContextVar("streamkit_current_event", default=None)
 
 
 async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
@@ -75,6 +72,9 @@ class Stream:
         """The next event; acks the previous one unless holding. None only on ``timeout``."""
         if not self._hold:
             self._release_held()
+        barrier = self.subscriber.barrier
+        if barrier is not None and barrier.closed and not self._held:
+            await barrier.wait()  # an exactly-once checkpoint is committing
         while self._replay:
             batch, idx = self._replay.pop(0)
             if batch.revoked:

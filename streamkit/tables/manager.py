@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..transport.base import TP, Producer, delivery_position
 from .recovery import RecoveryProgress, Tailer, replay
@@ -69,12 +69,14 @@ class TableManager:
             store.close()
 
     def _partition_count(self, topic: str) -> int:
-        declared = self.app.topics.get(topic)
-        if declared is not None and declared.partitions:
-            return declared.partitions
-        if topic in (self.app.leader_topic.name, self.app.reply_topic.name):
-            return 1
-        return self.app.conf.topic_partitions
+        return self.runtime.partition_count(topic)
+
+    def drop(self, select: Callable[[int, int], bool]) -> None:
+        """Give up the selected partitions (fenced): they recover again when reassigned."""
+        for table in self.tables:
+            for number in [n for n in table.local if select(table.partitions, n)]:
+                del table.local[number]
+                self._close(table, number)
 
     def owned_numbers(self, table: Table, assigned: Iterable[TP]) -> set[int]:
         """Table partitions this worker serves, given its source assignment."""
@@ -138,6 +140,8 @@ class TableManager:
     async def _recover(self, generation: int, stores: dict[TP, Store], paused: list[TP],
                        standby: dict[TP, Store]) -> None:
         try:
+            if self.app.conf.exactly_once and paused:
+                await self.runtime.wait_stable_offsets(paused)
             replayed = await replay(self.runtime.driver, stores, self.progress)
         except asyncio.CancelledError:
             raise
@@ -190,11 +194,13 @@ class TableManager:
         """Snapshot every table's changes; runs in the same tick as the offsets are taken."""
         return [(t, n, batch) for t in self.tables for n, batch in t.take_changes().items()]
 
-    async def send(self, changes: Changes, producer: Producer) -> dict[tuple[str, int], Any]:
-        """One changelog record per changed key; returns the last delivery per partition."""
+    async def send(self, changes: Changes, producer_for: Callable[[int, int], Producer]) -> dict[tuple[str, int], Any]:
+        """One changelog record per changed key; returns the last delivery per partition.
+        ``producer_for(partitions, number)``: under exactly-once, the partition's transaction."""
         last: dict[tuple[str, int], Any] = {}
         for table, number, batch in changes:
             topic = table.changelog.name
+            producer = producer_for(table.partitions, number)
             fut = None
             final = len(batch) - 1
             for i, (key, value) in enumerate(batch.items()):  # only the last offset is needed
@@ -202,9 +208,13 @@ class TableManager:
             last[(table.name, number)] = fut
         return last
 
-    def apply(self, changes: Changes, last: dict[tuple[str, int], Any]) -> None:
-        """After the commit: write each batch, with its changelog offset, to the store."""
+    def apply(self, changes: Changes, last: dict[tuple[str, int], Any],
+              keep: Callable[[int, int], bool] | None = None) -> None:
+        """After the commit: write each batch, with its changelog offset, to the store (only the
+        partitions ``keep(partitions, number)`` accepts: a rolled-back one keeps its store as is)."""
         for table, number, batch in changes:
+            if keep is not None and not keep(table.partitions, number):
+                continue
             fut = last.get((table.name, number))
             offset = delivery_position(fut.result())[1] if fut is not None else None
             part = table.local.get(number)
@@ -216,3 +226,11 @@ class TableManager:
     def abort(self, changes: Changes) -> None:
         for table in {t for t, _, _ in changes}:
             table.changes_dropped()
+
+    def discard(self, select: Callable[[int, int], bool]) -> None:
+        """Exactly-once rollback: forget uncommitted writes of the selected partitions, so reads
+        fall through to the store, which holds the last committed state."""
+        for table in self.tables:
+            for number, part in table.local.items():
+                if select(table.partitions, number):
+                    part.cache, part.flushing = {}, {}

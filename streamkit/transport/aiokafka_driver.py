@@ -8,7 +8,9 @@ from typing import Any, Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError
+
+from ..errors import ProducerFenced, TransactionAborted
 
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
@@ -47,10 +49,13 @@ class AiokafkaConsumer(Consumer):
             # Range keeps partition p of every equally sized topic on one member: tables are
             # co-partitioned with their sources (aiokafka's default, round robin, is not).
             partition_assignment_strategy=(RangePartitionAssignor,),
+            isolation_level=settings.isolation_level,
         )
         opts.update(settings.consumer_config)
         opts.update(overrides)
         self._client = AIOKafkaConsumer(**opts)
+        self._group_id = group_id
+        self._subscription: tuple[list[str], Any] = ([], None)
 
     async def start(self) -> None:
         await self._client.start()
@@ -59,7 +64,16 @@ class AiokafkaConsumer(Consumer):
         await self._client.stop()
 
     def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
-        self._client.subscribe(topics=list(topics), listener=_Listener(on_assigned, on_revoked))
+        self._subscription = (list(topics), _Listener(on_assigned, on_revoked))
+        self._client.subscribe(topics=list(topics), listener=self._subscription[1])
+
+    def rejoin(self) -> None:
+        topics, listener = self._subscription
+        self._client.unsubscribe()
+        self._client.subscribe(topics=topics, listener=listener)
+
+    def group_metadata(self) -> Any:
+        return self._group_id  # aiokafka sends offsets by group id only (EOS v1)
 
     async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
         self._client.assign(_tps(tps))
@@ -113,6 +127,8 @@ class AiokafkaProducer(Producer):
         opts = aiokafka_common(settings)
         acks: Any = settings.acks if settings.acks == "all" else int(settings.acks)
         opts.update(acks=acks, compression_type=compression(settings), linger_ms=settings.linger_ms)
+        if overrides.get("transactional_id"):
+            opts.update(enable_idempotence=True, transaction_timeout_ms=settings.transaction_timeout_ms)
         opts.update(settings.producer_config)
         opts.update(overrides)
         self._client = AIOKafkaProducer(**opts)
@@ -147,6 +163,34 @@ class AiokafkaProducer(Producer):
 
     async def partitions_for(self, topic: str) -> int:
         return len(await self._client.partitions_for(topic))
+
+    # -- transactions (the transactional id is registered, fencing older producers, in start) --
+
+    async def _txn_call(self, what: str, call: Any) -> None:
+        try:
+            await call
+        except (KafkaProducerFenced, InvalidProducerEpoch) as exc:
+            raise ProducerFenced(f"{what}: {exc!r}") from exc
+        except KafkaError as exc:
+            raise TransactionAborted(f"{what}: {exc!r}") from exc
+
+    async def init_transactions(self) -> None:
+        """aiokafka registers the transactional id when the producer starts."""
+
+    async def begin_transaction(self) -> None:
+        await self._txn_call("begin_transaction", self._client.begin_transaction())
+
+    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
+        parts = {TopicPartition(*tp): off for tp, off in offsets.items()}
+        await self._txn_call("send_offsets_to_transaction", self._client.send_offsets_to_transaction(parts, group))
+
+    async def commit_transaction(self) -> None:
+        await self._txn_call("commit_transaction", self._client.commit_transaction())
+        await self._pending.settle()
+
+    async def abort_transaction(self) -> None:
+        await self._txn_call("abort_transaction", self._client.abort_transaction())
+        self._pending = PendingDeliveries()
 
 
 class AiokafkaAdmin(Admin):

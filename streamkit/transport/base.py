@@ -134,6 +134,15 @@ class Consumer(abc.ABC):
         """The last high watermark the client saw for ``tp`` (no request); None if unknown."""
         return None
 
+    def group_metadata(self) -> Any:
+        """What a transaction needs to commit this member's offsets: the group id, or (where the
+        client supports EOS v2) the group's generation and member id, so a zombie is fenced."""
+        raise TransactionsUnsupported(f"{type(self).__name__} cannot commit offsets in a transaction")
+
+    def rejoin(self) -> None:
+        """Leave the current assignment and join the group again (after being fenced)."""
+        raise NotImplementedError
+
 
 class Producer(abc.ABC):
     """Sends without waiting per record; ``flush`` is the durability point."""
@@ -176,11 +185,12 @@ class Producer(abc.ABC):
         """Register the transactional id, fencing any older producer that used it."""
         raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
 
-    def begin_transaction(self) -> None:
+    async def begin_transaction(self) -> None:
         raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
 
-    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group_id: str) -> None:
-        """Commit ``offsets`` for ``group_id`` if, and only if, the transaction commits."""
+    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
+        """Commit ``offsets`` for the group if, and only if, the transaction commits; ``group`` is
+        the consumer's ``group_metadata()``."""
         raise TransactionsUnsupported(f"{type(self).__name__} does not run transactions")
 
     async def commit_transaction(self) -> None:

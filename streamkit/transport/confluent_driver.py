@@ -22,6 +22,7 @@ from confluent_kafka import OFFSET_END, OFFSET_STORED, Consumer as CKConsumer, K
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..errors import GroupFenced, ProducerFenced, TransactionAborted
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .pending import PendingDeliveries
@@ -69,6 +70,8 @@ class ConfluentConsumer(Consumer):
                 "fetch.queue.backoff.ms": 10,
             }
         )
+        if settings.exactly_once:  # also makes committed-offset fetches wait for stable offsets
+            conf["isolation.level"] = "read_committed"
         conf.update(settings.consumer_config)
         conf.update(overrides)
         self._conf = conf
@@ -79,6 +82,7 @@ class ConfluentConsumer(Consumer):
         self._fetch_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-fetch")
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._subscription: tuple[list[str], Any, Any] = ([], None, None)
         self._closed = False
         self._rebalancing = False
         self._inline_calls: queue.Queue = queue.Queue()
@@ -163,7 +167,20 @@ class ConfluentConsumer(Consumer):
             consumer.assign(partitions)
             assigned(consumer, partitions)
 
+        self._subscription = (list(topics), assign_then_notify, revoke)
         self.client.subscribe(list(topics), on_assign=assign_then_notify, on_revoke=revoke, on_lost=revoke)
+
+    def rejoin(self) -> None:
+        topics, on_assign, on_revoke = self._subscription
+
+        def resubscribe() -> None:
+            self.client.unsubscribe()
+            self.client.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+
+        self._submit(resubscribe)
+
+    def group_metadata(self) -> Any:
+        return self.client.consumer_group_metadata()
 
     async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
         offsets = offsets or {}
@@ -272,6 +289,10 @@ class ConfluentProducer(Producer):
             }
         )
         conf.update(settings.producer_config)
+        transactional_id = overrides.pop("transactional_id", None)
+        if transactional_id:
+            conf["transactional.id"] = transactional_id
+            conf["transaction.timeout.ms"] = settings.transaction_timeout_ms
         conf.update(overrides)
         self._conf = conf
         self._client: CKProducer | None = None
@@ -384,6 +405,51 @@ class ConfluentProducer(Producer):
         loop = asyncio.get_running_loop()
         meta = await loop.run_in_executor(None, lambda: self.client.list_topics(topic, timeout=10))
         return len(meta.topics[topic].partitions)
+
+    # -- transactions (librdkafka's calls block: run them off the loop) --------------------------
+
+    async def _txn_call(self, what: str, fn: Any, *args: Any, retries: int = 5) -> None:
+        loop = asyncio.get_running_loop()
+        for attempt in range(retries + 1):
+            try:
+                await loop.run_in_executor(None, fn, *args)
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not isinstance(err, KafkaError):
+                    raise
+                if err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                                  KafkaError.INVALID_PRODUCER_EPOCH):
+                    raise ProducerFenced(f"{what}: {err.str()}") from exc
+                if err.code() in (KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+                                  KafkaError.FENCED_INSTANCE_ID):
+                    raise GroupFenced(f"{what}: {err.str()}") from exc
+                if err.txn_requires_abort():
+                    raise TransactionAborted(f"{what}: {err.str()}") from exc
+                if not err.retriable() or attempt == retries:
+                    raise
+                log.warning("%s failed (retrying): %s", what, err.str())
+                await asyncio.sleep(0.2 * (attempt + 1))
+
+    async def init_transactions(self) -> None:
+        await self._txn_call("init_transactions", self.client.init_transactions, 60)
+
+    async def begin_transaction(self) -> None:
+        await self._txn_call("begin_transaction", self.client.begin_transaction)
+
+    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
+        parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
+        await self._txn_call("send_offsets_to_transaction", self.client.send_offsets_to_transaction, parts, group, 30)
+
+    async def commit_transaction(self) -> None:
+        await self._txn_call("commit_transaction", self.client.commit_transaction, 60)
+        await self.flush()  # settles delivery futures (the commit already flushed the records)
+
+    async def abort_transaction(self) -> None:
+        await self._txn_call("abort_transaction", self.client.abort_transaction, 30)
+        with self._reports_lock:  # aborted records' reports (errors or not) mean nothing now
+            self._reports = []
+        self._untracked_errors = []
 
 
 class ConfluentAdmin(Admin):

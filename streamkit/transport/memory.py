@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from dataclasses import dataclass, field
 
-from ..errors import ConfigurationError, ProducerFenced
+from ..errors import ConfigurationError, GroupFenced, ProducerFenced
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .partitioner import partition_for_key
 
@@ -39,6 +39,7 @@ class MemoryBroker:
         self.open_txns: dict[str, "_Txn"] = {}
         self.control: dict[TP, set[int]] = {}  # offsets of commit/abort markers
         self.aborted: dict[TP, set[int]] = {}  # offsets of records whose transaction aborted
+        self.generations: dict[str, int] = {}  # consumer group generation, bumped per rebalance
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -133,6 +134,7 @@ class MemoryBroker:
         members = self.groups.get(group, [])
         for member in members:
             await member._revoke_all()
+        self.generations[group] = self.generations.get(group, 0) + 1
         topics = sorted({t for m in members for t in m._topics})
         shares: dict[int, list[TP]] = {i: [] for i in range(len(members))}
         for topic in topics:  # Kafka's range assignor: contiguous ranges per topic
@@ -167,6 +169,7 @@ class MemoryConsumer(Consumer):
         self._on_assigned: RebalanceCallback | None = None
         self._on_revoked: RebalanceCallback | None = None
         self._needs_join = False
+        self.generation = 0
 
     async def start(self) -> None:
         pass
@@ -199,7 +202,8 @@ class MemoryConsumer(Consumer):
             if start is None:
                 start = 0 if self.auto_offset_reset == "earliest" else self.broker.end_offset(tp)
             self._positions[tp] = start
-        self._paused &= set(tps)
+        self._paused -= set(tps)  # a fresh assignment starts unpaused, as in Kafka
+        self.generation = self.broker.generations.get(self.group_id or "", 0)
         if self._on_assigned is not None:
             await self._on_assigned(tps)
 
@@ -272,6 +276,12 @@ class MemoryConsumer(Consumer):
     def highwater(self, tp: TP) -> int | None:
         return self.broker.end_offset(tp)
 
+    def group_metadata(self) -> Any:
+        return (self.group_id or "", self.generation)
+
+    def rejoin(self) -> None:
+        self._needs_join = True
+
 
 class MemoryProducer(Producer):
     def __init__(self, broker: MemoryBroker, transactional_id: str | None = None) -> None:
@@ -309,17 +319,22 @@ class MemoryProducer(Producer):
             raise RuntimeError("init_transactions needs a transactional_id")
         self._epoch = self.broker.init_producer(self.transactional_id)
 
-    def begin_transaction(self) -> None:
+    async def begin_transaction(self) -> None:
         self._check()
         if self._txn is not None:
             raise RuntimeError("a transaction is already open")
         self._txn = self.broker.begin_txn(self.transactional_id or "")
 
-    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group_id: str) -> None:
+    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
         self._check()
         if self._txn is None:
             raise RuntimeError("no open transaction")
-        self._txn.offsets.setdefault(group_id, {}).update(offsets)
+        if isinstance(group, tuple):  # (group id, generation): EOS v2 fencing through the group
+            group, generation = group
+            if generation != self.broker.generations.get(group, 0):
+                raise GroupFenced(f"group {group!r} moved to generation "
+                                         f"{self.broker.generations.get(group, 0)} (this member had {generation})")
+        self._txn.offsets.setdefault(group, {}).update(offsets)
 
     async def commit_transaction(self) -> None:
         await self._end(commit=True)
@@ -372,7 +387,7 @@ class MemoryDriver(Driver):
 
     def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
         return MemoryConsumer(self.broker, group_id, overrides.get("auto_offset_reset", self.settings.auto_offset_reset),
-                              overrides.get("isolation_level", "read_uncommitted"))
+                              overrides.get("isolation_level", self.settings.isolation_level))
 
     def producer(self, **overrides: Any) -> Producer:
         return MemoryProducer(self.broker, overrides.get("transactional_id"))

@@ -4,7 +4,7 @@ import uuid
 import pytest
 
 from streamkit import Settings
-from streamkit.errors import ProducerFenced, TransactionsUnsupported
+from streamkit.errors import ProducerFenced
 from streamkit.transport import TP, create_driver
 from streamkit.transport.memory import MemoryBroker
 
@@ -26,10 +26,10 @@ async def test_commit_abort_markers_and_isolation():
     tp = TP("t", 0)
     producer = drv.producer(transactional_id="app-0")
     await producer.init_transactions()
-    producer.begin_transaction()
+    await producer.begin_transaction()
     await producer.send("t", None, b"aborted", partition=0)
     await producer.abort_transaction()
-    producer.begin_transaction()
+    await producer.begin_transaction()
     await producer.send("t", None, b"committed", partition=0)
     await producer.commit_transaction()
     assert await read(drv, tp, "read_committed") == ([b"committed"], 4)  # 2 records + 2 markers
@@ -43,7 +43,7 @@ async def test_read_committed_stops_at_the_last_stable_offset():
     txn = drv.producer(transactional_id="app-1")
     await txn.init_transactions()
     await plain.send("t", None, b"before", partition=0)
-    txn.begin_transaction()
+    await txn.begin_transaction()
     await txn.send("t", None, b"open", partition=0)
     await plain.send("t", None, b"after", partition=0)
     assert await read(drv, tp, "read_committed") == ([b"before"], 1)
@@ -56,11 +56,11 @@ async def test_offsets_commit_only_with_the_transaction():
     broker = MemoryBroker.named(drv.settings.bootstrap_servers)
     producer = drv.producer(transactional_id="app-2")
     await producer.init_transactions()
-    producer.begin_transaction()
+    await producer.begin_transaction()
     await producer.send_offsets_to_transaction({TP("in", 0): 10}, "group")
     await producer.abort_transaction()
     assert broker.committed.get("group", {}) == {}
-    producer.begin_transaction()
+    await producer.begin_transaction()
     await producer.send_offsets_to_transaction({TP("in", 0): 12}, "group")
     await producer.commit_transaction()
     assert broker.committed["group"] == {TP("in", 0): 12}
@@ -71,7 +71,7 @@ async def test_a_new_instance_fences_the_zombie_and_aborts_its_open_transaction(
     tp = TP("t", 0)
     zombie = drv.producer(transactional_id="app-3")
     await zombie.init_transactions()
-    zombie.begin_transaction()
+    await zombie.begin_transaction()
     await zombie.send("t", None, b"zombie", partition=0)
     successor = drv.producer(transactional_id="app-3")
     await successor.init_transactions()  # aborts the zombie's open transaction
@@ -79,13 +79,7 @@ async def test_a_new_instance_fences_the_zombie_and_aborts_its_open_transaction(
         await zombie.send("t", None, b"late", partition=0)
     with pytest.raises(ProducerFenced):
         await zombie.commit_transaction()
-    successor.begin_transaction()
+    await successor.begin_transaction()
     await successor.send("t", None, b"successor", partition=0)
     await successor.commit_transaction()
     assert (await read(drv, tp, "read_committed"))[0] == [b"successor"]
-
-
-async def test_drivers_without_transactions_yet_say_so():
-    producer = create_driver(Settings(driver="confluent")).producer()  # not started: no connection
-    with pytest.raises(TransactionsUnsupported, match="does not run transactions"):
-        await producer.init_transactions()

@@ -27,13 +27,23 @@ def test_env_overrides_code_values():
 @pytest.mark.parametrize("values, fragment", [
     ({"driver": "kafka-go"}, "driver"),
     ({"error_policy": "ignore"}, "error_policy"),
-    ({"processing_guarantee": "exactly_once"}, "exactly_once"),
+    ({"processing_guarantee": "exactly-once"}, "processing_guarantee"),
+    ({"processing_guarantee": "exactly_once", "transaction_producer": "worker"}, "aiokafka cannot"),
+    ({"processing_guarantee": "exactly_once", "transaction_timeout_ms": 1500}, "transaction_timeout_ms"),
+    ({"transaction_producer": "task"}, "transaction_producer"),
     ({"compression": "brotli"}, "compression"),
     ({"no_such": 1}, "unknown setting"),
 ])
 def test_invalid_settings_are_rejected_up_front(values, fragment):
     with pytest.raises(ConfigurationError, match=fragment):
         Settings.from_env({}, **values)
+
+
+def test_exactly_once_picks_the_transactional_producer_per_driver():
+    assert Settings(processing_guarantee="exactly_once").transactions_per_partition  # aiokafka: EOS v1
+    eos = Settings(processing_guarantee="exactly_once", driver="confluent")
+    assert not eos.transactions_per_partition and eos.isolation_level == "read_committed"
+    assert Settings().isolation_level == "read_uncommitted"
 
 
 def test_broker_url_and_security_translation():

@@ -1,0 +1,217 @@
+"""Exactly-once producers: which transaction a record joins, and the transactions' life cycle.
+
+``worker`` (EOS v2, confluent and memory): one transactional producer carries everything the
+worker sends; the offsets go in with the consumer group's generation, so the broker refuses a
+zombie's commit after a rebalance. ``partition`` (EOS v1, aiokafka): one producer per *task*,
+i.e. partition p of the equally sized input topics — the range assignor always gives those to
+one member, and they are what writes table partition p — so a task's outputs, its table
+changelog and its offsets share one transaction, and the next owner's producer (same
+transactional id) fences a zombie. Under v1, sends made outside any record (timers, web
+views) go through a plain idempotent producer: they are tied to no input offset.
+
+A transaction is always open between checkpoints; sends wait while one commits.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+
+from ..transport.base import TP, Headers, Producer
+from .progress import processing
+
+if TYPE_CHECKING:
+    from ..transport.base import Driver
+
+log = logging.getLogger("streamkit.transactions")
+
+Task = tuple[int, int]  # (partition count of the input topics, partition number)
+WORKER: Task = (0, 0)  # the one unit of EOS v2
+
+
+class TransactionalProducer(Producer):
+    """The runtime's producer under exactly-once: routes each send into the right transaction."""
+
+    def __init__(self, driver: "Driver", app_id: str, *, per_partition: bool, transactional_id: str,
+                 partition_count: Callable[[str], int]) -> None:
+        self.driver = driver
+        self.app_id = app_id
+        self.per_partition = per_partition
+        self.transactional_id = transactional_id
+        self.partition_count = partition_count
+        self.units: dict[Task, Producer] = {}
+        self.plain: Producer | None = None
+        self.dirty: set[Task] = set()
+        self._open = asyncio.Event()
+        self._in_flight = 0
+        self._warned_orphan = False
+
+    def task_of(self, tp: TP) -> Task:
+        return (self.partition_count(tp.topic), tp.partition) if self.per_partition else WORKER
+
+    def task_of_table(self, partitions: int, number: int) -> Task:
+        return (partitions, number) if self.per_partition else WORKER
+
+    def task_id(self, task: Task) -> str:
+        return f"{self.app_id}-task-{task[1]}of{task[0]}"
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.per_partition:
+            self.plain = self.driver.producer()
+            await self.plain.start()
+        else:
+            await self._open_unit(WORKER, self.transactional_id)
+        self._open.set()
+
+    async def _open_unit(self, task: Task, transactional_id: str) -> None:
+        """Register the id (fencing any older producer that used it) and begin a transaction."""
+        producer = self.driver.producer(transactional_id=transactional_id)
+        await producer.start()
+        await producer.init_transactions()
+        await producer.begin_transaction()
+        self.units[task] = producer
+        log.info("transactional producer %r ready", transactional_id)
+
+    async def assigned(self, tps: list[TP]) -> None:
+        """EOS v1: a producer per newly owned task, created before any of its records is read."""
+        if not self.per_partition:
+            return
+        for task in sorted({self.task_of(tp) for tp in tps} - set(self.units)):
+            await self._open_unit(task, self.task_id(task))
+
+    async def close_units(self, tasks: set[Task]) -> None:
+        """Close the producers of tasks this worker gave up (their transactions are committed)."""
+        for task in tasks:
+            producer = self.units.pop(task, None)
+            self.dirty.discard(task)
+            if producer is not None:
+                await _close_quietly(producer, abort=True)
+
+    async def reopen(self, task: Task) -> None:
+        """After a fatal error (fenced): a new producer for the unit, when we still own it."""
+        producer = self.units.pop(task, None)
+        self.dirty.discard(task)
+        if producer is not None:
+            await _close_quietly(producer, abort=False)
+        if task == WORKER and not self.per_partition:
+            await self._open_unit(WORKER, self.transactional_id)
+
+    async def stop(self) -> None:
+        for task in list(self.units):
+            await _close_quietly(self.units.pop(task), abort=True)
+        if self.plain is not None:
+            await self.plain.stop()
+
+    # -- sending --------------------------------------------------------------------------------
+
+    def _route(self) -> tuple[Task | None, Producer]:
+        if not self.per_partition:
+            return WORKER, self.units[WORKER]
+        source = processing.get()
+        if source is not None:
+            task = (self.partition_count(source.topic), source.partition)
+            producer = self.units.get(task)
+            if producer is not None:
+                return task, producer
+            if not self._warned_orphan:
+                self._warned_orphan = True
+                log.warning("a record of %s[%d], no longer owned, sent output outside any transaction",
+                            source.topic, source.partition)
+        assert self.plain is not None
+        return None, self.plain
+
+    async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
+                   headers: Headers | None = None, timestamp: int | None = None,
+                   track: bool = True) -> asyncio.Future | None:
+        if not self._open.is_set():
+            await self._open.wait()  # a transaction is committing; the next one opens shortly
+        task, producer = self._route()
+        if task is not None:
+            self.dirty.add(task)
+        self._in_flight += 1
+        try:
+            return await producer.send(topic, key, value, partition=partition, headers=headers,
+                                       timestamp=timestamp, track=track)
+        finally:
+            self._in_flight -= 1
+
+    def producer_for(self, partitions: int, number: int) -> Producer:
+        """Where a table partition's changelog records go: the transaction of its task."""
+        task = self.task_of_table(partitions, number)
+        self.dirty.add(task)
+        producer = self.units.get(task)
+        if producer is None:  # a global table written from another task (documented limit of v1)
+            task = next(iter(self.units))
+            self.dirty.add(task)
+            producer = self.units[task]
+        return producer
+
+    @asynccontextmanager
+    async def sends_paused(self) -> AsyncIterator[None]:
+        """Hold new sends (timers, web views) and let started ones finish, for the commit."""
+        self._open.clear()
+        try:
+            while self._in_flight:
+                await asyncio.sleep(0.001)
+            yield
+        finally:
+            self._open.set()
+
+    async def flush(self) -> None:
+        for producer in list(self.units.values()):
+            await producer.flush()
+        if self.plain is not None:
+            await self.plain.flush()
+
+    async def partitions_for(self, topic: str) -> int:
+        return await (self.plain or next(iter(self.units.values()))).partitions_for(topic)
+
+    # -- committing -----------------------------------------------------------------------------
+
+    async def commit(self, offsets: dict[TP, int], group: Any) -> dict[Task, BaseException | None]:
+        """Commit each unit that has offsets or sends; returns each unit's outcome (None = ok).
+
+        A unit whose commit failed still has its transaction open (the caller aborts or drops it).
+        """
+        by_unit: dict[Task, dict[TP, int]] = {}
+        for tp, offset in offsets.items():
+            by_unit.setdefault(self.task_of(tp), {})[tp] = offset
+        if self.plain is not None:
+            await self.plain.flush()
+        outcome: dict[Task, BaseException | None] = {}
+        for task in sorted(set(by_unit) | self.dirty):
+            producer = self.units.get(task)
+            if producer is None:
+                continue  # offsets of a task given up meanwhile: its new owner reprocesses them
+            try:
+                if by_unit.get(task):
+                    await producer.send_offsets_to_transaction(by_unit[task], group)
+                await producer.commit_transaction()
+                await producer.begin_transaction()
+                outcome[task] = None
+            except Exception as exc:
+                outcome[task] = exc
+            self.dirty.discard(task)
+        return outcome
+
+    async def abort(self, task: Task) -> None:
+        """Roll the unit's open transaction back and begin a new one."""
+        producer = self.units[task]
+        self.dirty.discard(task)
+        await producer.abort_transaction()
+        await producer.begin_transaction()
+
+
+async def _close_quietly(producer: Producer, *, abort: bool) -> None:
+    try:
+        if abort:
+            await producer.abort_transaction()
+    except Exception:  # nothing open, or already fenced: closing is all that is left
+        pass
+    try:
+        await producer.stop()
+    except Exception as exc:
+        log.warning("closing a transactional producer failed: %r", exc)
