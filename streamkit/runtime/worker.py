@@ -136,10 +136,16 @@ class Runtime(Service):
         self.assigned.update(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
         log.info("assigned %d partitions%s: %s", len(tps), " (leader)" if self.is_leader else "", describe_tps(tps))
-        if self.txns is not None and self.txns.per_partition and tps:
+        fencing = self.txns is not None and self.txns.per_partition and bool(tps)
+        if fencing:
+            assert self.consumer is not None
+            self.consumer.pause(tps)  # nothing is read before the previous owners are fenced
             await self._fence_previous_owners(tps)
+        waiting: list[TP] = []
         if self.tables is not None:
-            await self.tables.rebalanced(self.assigned)
+            waiting = await self.tables.rebalanced(self.assigned)
+        if fencing:
+            self.consumer.resume([tp for tp in tps if tp not in waiting])
 
     async def _on_revoked(self, tps: list[TP]) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""

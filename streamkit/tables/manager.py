@@ -92,8 +92,9 @@ class TableManager:
         """Global tables recover at startup; they do not depend on the assignment."""
         await self.rebalanced(set())
 
-    async def rebalanced(self, assigned: set[TP]) -> None:
-        """Called after every assignment change (with the whole new assignment).
+    async def rebalanced(self, assigned: set[TP]) -> list[TP]:
+        """Called after every assignment change (with the whole new assignment); returns the
+        source partitions it paused until their tables are recovered (it resumes them then).
 
         Everything up to the pause runs without awaiting, so no record of a partition that
         needs recovery can be fetched and processed before its table is ready.
@@ -132,6 +133,7 @@ class TableManager:
             self._recovering = asyncio.create_task(self._recover(generation, to_recover, paused, standby))
         else:
             await self._serve_standby(standby)
+        return paused
 
     def _waits_for_recovery(self, tp: TP, to_recover: dict[TP, Store]) -> bool:
         count = self._partition_count(tp.topic)

@@ -1,0 +1,24 @@
+"""The chaos harness's worker: sum per key in a table, one output per input, exactly-once.
+
+CHAOS_APP_ID, CHAOS_IN, CHAOS_OUT and CHAOS_PARTITIONS configure it (set by the controller).
+"""
+import os
+
+import streamkit as sk
+
+partitions = int(os.environ.get("CHAOS_PARTITIONS", "6"))
+app = sk.App(os.environ.get("CHAOS_APP_ID", "chaos"), processing_guarantee="exactly_once",
+             commit_interval=float(os.environ.get("CHAOS_COMMIT_INTERVAL", "0.5")),
+             transaction_timeout_ms=15000, session_timeout_ms=6000, heartbeat_interval_ms=1000,
+             web_enabled=False)
+inputs = app.topic(os.environ.get("CHAOS_IN", "chaos-in"), key_type=str, value_type=int, partitions=partitions)
+outputs = app.topic(os.environ.get("CHAOS_OUT", "chaos-out"), key_type=str, value_type=int, partitions=partitions)
+sums = app.Table("sums", default=int, partitions=partitions)
+
+
+@app.agent(inputs)
+async def add(stream):
+    """Add each input's sequence number to its key's sum and emit the sequence number once."""
+    async for event in stream.events():
+        sums[event.key] += event.value
+        await outputs.send_soon(key=event.key, value=event.value)
