@@ -62,8 +62,8 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
 
     Some brokers (the dev broker) under-report end offsets, so after reaching the reported end
     the reader keeps going until a fetch returns nothing for ``settle`` seconds. A changelog that
-    ends in transaction markers never lets a position reach the end offset (consumers skip the
-    markers), so a log quiet for ``idle_limit`` seconds also counts as done.
+    ends in transaction markers is done when the consumer's position (which passes the markers)
+    reaches the end; where a client cannot tell, a log quiet for ``idle_limit`` seconds is done.
     """
     if not stores:
         return 0
@@ -96,6 +96,9 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                 quiet_since = None
             elif quiet_since is None:
                 quiet_since = now
+                for tp in tps:  # a log ending in transaction markers: the position passes them
+                    if positions[tp] < ends[tp]:
+                        positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
             elif now - quiet_since >= (settle if all(positions[tp] >= ends[tp] for tp in tps) else idle_limit):
                 return applied
             await asyncio.sleep(0)

@@ -72,6 +72,9 @@ class AiokafkaConsumer(Consumer):
         self._client.unsubscribe()
         self._client.subscribe(topics=topics, listener=listener)
 
+    async def position(self, tp: TP) -> int | None:
+        return await self._client.position(TopicPartition(*tp))
+
     def group_metadata(self) -> Any:
         return self._group_id  # aiokafka sends offsets by group id only (EOS v1)
 

@@ -134,6 +134,11 @@ class Consumer(abc.ABC):
         """The last high watermark the client saw for ``tp`` (no request); None if unknown."""
         return None
 
+    async def position(self, tp: TP) -> int | None:
+        """The offset the next fetch of ``tp`` starts at: past skipped transaction markers,
+        unlike the last record's offset + 1."""
+        return None
+
     def group_metadata(self) -> Any:
         """What a transaction needs to commit this member's offsets: the group id, or (where the
         client supports EOS v2) the group's generation and member id, so a zombie is fenced."""

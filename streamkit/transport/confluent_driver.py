@@ -179,6 +179,10 @@ class ConfluentConsumer(Consumer):
 
         self._submit(resubscribe)
 
+    async def position(self, tp: TP) -> int | None:
+        [part] = await self._call(self.client.position, [TopicPartition(*tp)])
+        return part.offset if part.offset >= 0 else None
+
     def group_metadata(self) -> Any:
         return self.client.consumer_group_metadata()
 
@@ -317,7 +321,14 @@ class ConfluentProducer(Producer):
 
     def _poll_forever(self) -> None:
         while not self._stop.is_set():
-            if self.client.poll(0.05) and self._loop is not None:
+            try:
+                served = self.client.poll(0.05)
+            except KafkaException as exc:  # a fatal error (fenced): the next transactional call says so
+                log.debug("producer poll: %s", exc)
+                if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].fatal():
+                    return
+                continue
+            if served and self._loop is not None:
                 try:
                     self._loop.call_soon_threadsafe(self._resolve_reports)
                 except RuntimeError:  # loop closed during shutdown
@@ -408,7 +419,9 @@ class ConfluentProducer(Producer):
 
     # -- transactions (librdkafka's calls block: run them off the loop) --------------------------
 
-    async def _txn_call(self, what: str, fn: Any, *args: Any, retries: int = 5) -> None:
+    async def _txn_call(self, what: str, fn: Any, *args: Any, retries: int = 1) -> None:
+        """One transactional call, retried once if librdkafka says so; anything longer is left to
+        an abort (a checkpoint that hangs would also hold up a rebalance waiting for it)."""
         loop = asyncio.get_running_loop()
         for attempt in range(retries + 1):
             try:
@@ -439,10 +452,10 @@ class ConfluentProducer(Producer):
 
     async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
-        await self._txn_call("send_offsets_to_transaction", self.client.send_offsets_to_transaction, parts, group, 30)
+        await self._txn_call("send_offsets_to_transaction", self.client.send_offsets_to_transaction, parts, group, 10)
 
     async def commit_transaction(self) -> None:
-        await self._txn_call("commit_transaction", self.client.commit_transaction, 60)
+        await self._txn_call("commit_transaction", self.client.commit_transaction, 20)
         await self.flush()  # settles delivery futures (the commit already flushed the records)
 
     async def abort_transaction(self) -> None:

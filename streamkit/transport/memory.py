@@ -276,6 +276,9 @@ class MemoryConsumer(Consumer):
     def highwater(self, tp: TP) -> int | None:
         return self.broker.end_offset(tp)
 
+    async def position(self, tp: TP) -> int | None:
+        return self._positions.get(tp)
+
     def group_metadata(self) -> Any:
         return (self.group_id or "", self.generation)
 

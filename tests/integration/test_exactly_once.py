@@ -1,0 +1,23 @@
+"""Exactly-once on a broker: a clean run counted exactly, and the SIGKILL chaos run (gated)."""
+import pytest
+
+from tests.chaos.run import run
+
+
+def test_clean_exactly_once_run_gives_exact_outputs_and_table(broker_address, tmp_path):
+    """The commit path (valid on the dev broker): 20,000 inputs, 2 workers, no kills."""
+    summary = run(broker_address, "confluent", records=20_000, kills=0, workers=2, workdir=tmp_path)
+    print("\n" + summary.line())
+    assert (summary.outputs, summary.missing, summary.duplicated, summary.mismatches) == (20_000, 0, 0, 0)
+
+
+@pytest.mark.requires("read_committed_hides_aborted")
+@pytest.mark.parametrize("driver", ["confluent", "aiokafka"])
+def test_chaos_twenty_sigkills_lose_and_duplicate_nothing(broker_address, driver, capabilities, tmp_path):
+    if driver == "aiokafka":
+        ok, reason = capabilities.check("aiokafka_transactions")
+        if not ok:
+            pytest.skip(f"broker lacks aiokafka_transactions: {reason}")
+    summary = run(broker_address, driver, records=60_000, kills=20, workers=3, workdir=tmp_path, seed=20)
+    print("\n" + summary.line())
+    assert summary.ok, summary.line() + f" (worker logs in {tmp_path})"
