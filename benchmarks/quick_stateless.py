@@ -22,8 +22,10 @@ Scenarios:
   not awaited per record), flush at the end;
 - ``streamkit-aiokafka`` / ``streamkit-confluent``: an ``App`` with a ``Record`` type and an
   agent with ``sink=[output]`` that yields an enriched record, run in-process with
-  ``async with app.running()``; measured to after ``await app.flush()`` (the time of the
-  subsequent ``app.stop()`` is reported separately as ``stop_s``).
+  ``async with app.running()``; measured to after a final checkpoint (flush and offset commit;
+  the time of the subsequent ``app.stop()`` is reported separately as ``stop_s``);
+- ``streamkit-<driver>-eos``: the same with ``processing_guarantee="exactly_once"`` (the final
+  checkpoint commits the transaction, so the outputs are visible to read_committed readers).
 
 All producers use the same settings as streamkit's defaults (acks=all, linger 5 ms,
 Java-compatible murmur2 partitioning) so the comparison is like for like.
@@ -47,7 +49,8 @@ from typing import Any
 
 from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
 
-SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent")
+SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
+             "streamkit-aiokafka-eos", "streamkit-confluent-eos")
 PARTITIONS = 4
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "quick_stateless.json"
 PRODUCER_ACKS = "all"
@@ -189,7 +192,7 @@ async def run_raw_aiokafka(args: argparse.Namespace) -> dict[str, Any]:
 # -- scenarios c/d: streamkit --------------------------------------------------------------------
 
 
-async def run_streamkit(args: argparse.Namespace, driver: str) -> dict[str, Any]:
+async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = "at_least_once") -> dict[str, Any]:
     import streamkit as sk
 
     class Order(sk.Record):
@@ -207,7 +210,7 @@ async def run_streamkit(args: argparse.Namespace, driver: str) -> dict[str, Any]
 
     app = sk.App(
         args.group, broker=args.broker, driver=driver, session_timeout_ms=6000, heartbeat_interval_ms=1000,
-        auto_offset_reset="earliest",
+        auto_offset_reset="earliest", processing_guarantee=guarantee, data_dir=f"/tmp/{args.group}",
     )
     source = app.topic(args.input, key_type=str, value_type=Order, partitions=PARTITIONS)
     output = app.topic(args.output, key_type=str, value_type=ProcessedOrder, partitions=PARTITIONS)
@@ -231,11 +234,12 @@ async def run_streamkit(args: argparse.Namespace, driver: str) -> dict[str, Any]
             await asyncio.wait_for(done.wait(), args.timeout)
         except asyncio.TimeoutError:
             raise SystemExit(f"timeout: consumed {state['consumed']}/{n}") from None
-        await app.flush()
+        await app.runtime.checkpoint.commit()  # flush + offsets, or the transaction's commit
         meter.done()
         stop_started = time.perf_counter()
     stop_s = time.perf_counter() - stop_started
-    return meter.result(f"streamkit-{driver}", state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
+    suffix = "-eos" if guarantee == "exactly_once" else ""
+    return meter.result(f"streamkit-{driver}{suffix}", state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
 
 
 def scenario_main(args: argparse.Namespace) -> None:
@@ -251,6 +255,8 @@ def scenario_main(args: argparse.Namespace) -> None:
         result = asyncio.run(run_streamkit(args, "aiokafka"))
     elif args.scenario == "streamkit-confluent":
         result = asyncio.run(run_streamkit(args, "confluent"))
+    elif args.scenario in ("streamkit-aiokafka-eos", "streamkit-confluent-eos"):
+        result = asyncio.run(run_streamkit(args, args.scenario.split("-")[1], "exactly_once"))
     else:
         raise SystemExit(f"unknown scenario {args.scenario!r}")
     print("RESULT " + json.dumps(result), flush=True)
@@ -378,6 +384,8 @@ def parent_main(args: argparse.Namespace) -> None:
     ratios = {
         "streamkit-aiokafka / raw-aiokafka": ratio("streamkit-aiokafka", "raw-aiokafka"),
         "streamkit-confluent / raw-confluent": ratio("streamkit-confluent", "raw-confluent"),
+        "exactly-once / at-least-once (aiokafka)": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
+        "exactly-once / at-least-once (confluent)": ratio("streamkit-confluent-eos", "streamkit-confluent"),
     }
     print()
     print_table(summary, ratios)

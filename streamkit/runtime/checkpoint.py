@@ -167,7 +167,8 @@ class ExactlyOnceCheckpoint(Checkpoint):
         except Exception as exc:  # nothing of this checkpoint may commit without its changelog
             failed: dict["Task", BaseException | None] = {t: exc for t in set(self.txns.units) | self.txns.dirty}
             return failed, [{} for _ in changes]
-        return await self.txns.commit(offsets, self.consumer.group_metadata()), sent
+        group = self.consumer.group_metadata() if offsets else None
+        return await self.txns.commit(offsets, group), sent
 
     async def _failed(self, task: "Task", exc: BaseException) -> None:
         self.aborts += 1

@@ -83,6 +83,7 @@ class ConfluentConsumer(Consumer):
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subscription: tuple[list[str], Any, Any] = ([], None, None)
+        self._group_metadata: Any = None
         self._closed = False
         self._rebalancing = False
         self._inline_calls: queue.Queue = queue.Queue()
@@ -165,12 +166,17 @@ class ConfluentConsumer(Consumer):
         def assign_then_notify(consumer: Any, partitions: list[TopicPartition]) -> None:
             # Apply the assignment first, so the callback can pause partitions (for recovery).
             consumer.assign(partitions)
+            # The generation this assignment belongs to, for transactions. Asked from any other
+            # thread while a rebalance callback runs, librdkafka blocks: take it here, instantly.
+            self._group_metadata = consumer.consumer_group_metadata()
             assigned(consumer, partitions)
 
         self._subscription = (list(topics), assign_then_notify, revoke)
         self.client.subscribe(list(topics), on_assign=assign_then_notify, on_revoke=revoke, on_lost=revoke)
 
     def rejoin(self) -> None:
+        if self._rebalancing:
+            return  # a rebalance (or the loss of the assignment) is what is happening already
         topics, on_assign, on_revoke = self._subscription
 
         def resubscribe() -> None:
@@ -184,7 +190,10 @@ class ConfluentConsumer(Consumer):
         return part.offset if part.offset >= 0 else None
 
     def group_metadata(self) -> Any:
-        return self.client.consumer_group_metadata()
+        """The metadata taken when the current assignment arrived (see ``subscribe``)."""
+        if self._group_metadata is None:
+            raise RuntimeError("no group assignment yet")
+        return self._group_metadata
 
     async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:
         offsets = offsets or {}

@@ -1,14 +1,19 @@
 """Exactly-once on a broker: a clean run counted exactly, and the SIGKILL chaos run (gated)."""
 import pytest
 
-from tests.chaos.run import run
+from tests.chaos.run import main, run
 
 
-def test_clean_exactly_once_run_gives_exact_outputs_and_table(broker_address, tmp_path):
-    """The commit path (valid on the dev broker): 20,000 inputs, 2 workers, no kills."""
-    summary = run(broker_address, "confluent", records=20_000, kills=0, workers=2, workdir=tmp_path)
-    print("\n" + summary.line())
-    assert (summary.outputs, summary.missing, summary.duplicated, summary.mismatches) == (20_000, 0, 0, 0)
+def test_clean_exactly_once_run_gives_exact_outputs_and_table(broker_address, tmp_path, capsys):
+    """The commit path (valid on the dev broker): 20,000 inputs, 2 workers, no kills; run through
+    the harness's command line, as the guide shows it."""
+    status = main(["--broker", broker_address, "--driver", "confluent", "--records", "20000", "--kills", "0",
+                   "--workers", "2", "--workdir", str(tmp_path)])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    with capsys.disabled():
+        print("\n" + line)
+    assert status == 0
+    assert "inputs=20000 outputs=20000 missing=0 duplicated=0 table_mismatches=0" in line
 
 
 @pytest.mark.requires("read_committed_hides_aborted")
