@@ -208,11 +208,11 @@ class Runtime(Service):
         """A newer producer or group generation took over: stop writing, drop the partitions
         (tables recover again when they come back) and rejoin the group."""
         assert self.consumer is not None and self.checkpoint is not None
-        log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "the partitions")
         if self.txns.per_partition:
             tps = [tp for tp in self.assigned if self.txns.task_of(tp) == task]
         else:
             tps = sorted(self.assigned)
+        log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
         self.consumer.pause(tps)
         self._rewind_positions(tps)
         self.checkpoint.forget(tps)

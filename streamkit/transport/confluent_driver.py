@@ -5,7 +5,7 @@ runs inside that thread) hop back onto the event loop and block the fetch thread
 Group operations (commit, pause, resume, seek) only ever run on that fetch thread: issued
 from another thread while a rebalance callback runs, librdkafka blocks them until the callback
 returns — and the callback may be waiting for the event loop that issued them.
-Delivery reports are resolved on the loop in batches, never one loop wake-up per record.
+The producer lives in confluent_producer.py.
 """
 from __future__ import annotations
 
@@ -18,15 +18,14 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from confluent_kafka import OFFSET_END, OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException, Producer as CKProducer
+from confluent_kafka import OFFSET_END, OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ..errors import GroupFenced, ProducerFenced, TransactionAborted
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
-from .pending import PendingDeliveries
-from .security import compression, confluent_common
+from .confluent_producer import ConfluentProducer
+from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
 log = logging.getLogger("streamkit.confluent")
@@ -288,190 +287,6 @@ class ConfluentConsumer(Consumer):
             _low, high = await self._call(self.client.get_watermark_offsets, TopicPartition(*tp), timeout=10)
             out[tp] = high
         return out
-
-
-class ConfluentProducer(Producer):
-    def __init__(self, settings: Settings, **overrides: Any) -> None:
-        conf = confluent_common(settings)
-        conf.update(
-            {
-                "acks": settings.acks,
-                "linger.ms": settings.linger_ms,
-                "compression.type": compression(settings) or "none",
-                "partitioner": "murmur2_random",  # Java-compatible key placement
-            }
-        )
-        conf.update(settings.producer_config)
-        transactional_id = overrides.pop("transactional_id", None)
-        if transactional_id:
-            conf["transactional.id"] = transactional_id
-            conf["transaction.timeout.ms"] = settings.transaction_timeout_ms
-        conf.update(overrides)
-        self._conf = conf
-        self._client: CKProducer | None = None
-        self._pending = PendingDeliveries()
-        self._reports: list[tuple[asyncio.Future, Any, Any]] = []
-        self._reports_lock = threading.Lock()
-        self._untracked_errors: list[Any] = []
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def client(self) -> CKProducer:
-        assert self._client is not None, "producer not started"
-        return self._client
-
-    async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._client = CKProducer(self._conf)
-        self._poller = threading.Thread(target=self._poll_forever, name="streamkit-delivery", daemon=True)
-        self._poller.start()
-
-    def _poll_forever(self) -> None:
-        while not self._stop.is_set():
-            try:
-                served = self.client.poll(0.05)
-            except KafkaException as exc:  # a fatal error (fenced): the next transactional call says so
-                log.debug("producer poll: %s", exc)
-                if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].fatal():
-                    return
-                continue
-            if served and self._loop is not None:
-                try:
-                    self._loop.call_soon_threadsafe(self._resolve_reports)
-                except RuntimeError:  # loop closed during shutdown
-                    return
-
-    def _resolve_reports(self) -> None:
-        with self._reports_lock:
-            reports, self._reports = self._reports, []
-        for fut, err, msg in reports:
-            if fut.done():
-                continue
-            if err is not None:
-                fut.set_exception(KafkaException(err))
-            else:
-                fut.set_result((msg.partition(), msg.offset()))
-
-    async def stop(self) -> None:
-        if self._client is None:
-            return
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self._client.flush, 30)
-        self._stop.set()
-        if self._poller is not None:
-            await loop.run_in_executor(None, self._poller.join, 5)
-        self._resolve_reports()
-
-    async def send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        *,
-        partition: int | None = None,
-        headers: list[tuple[str, bytes]] | None = None,
-        timestamp: int | None = None,
-        track: bool = True,
-    ) -> asyncio.Future | None:
-        assert self._loop is not None
-        fut: asyncio.Future | None = None
-        if track:
-            fut = self._loop.create_future()
-
-            def delivered(err: Any, msg: Any) -> None:  # runs in the poller thread
-                with self._reports_lock:
-                    self._reports.append((fut, err, msg))
-
-            on_delivery: Any = delivered
-        else:
-            on_delivery = self._untracked_delivery
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
-        if timestamp is not None:
-            kwargs["timestamp"] = timestamp
-        while True:
-            try:
-                self.client.produce(topic, **kwargs)
-                break
-            except BufferError:  # local queue full: let the poller drain deliveries
-                await asyncio.sleep(0.005)
-        if fut is not None:
-            self._pending.add(fut)
-        return fut
-
-    def _untracked_delivery(self, err: Any, _msg: Any) -> None:
-        """Delivery report of an untracked send: only failures are kept, for the next flush."""
-        if err is not None:
-            self._untracked_errors.append(err)
-
-    async def flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        remaining = await loop.run_in_executor(None, self.client.flush, 60)
-        if remaining:
-            raise KafkaException(f"{remaining} records still undelivered after 60 s")
-        await asyncio.sleep(0)  # let the poller's last call_soon_threadsafe run
-        self._resolve_reports()
-        if self._untracked_errors:
-            errors, self._untracked_errors = self._untracked_errors, []
-            raise KafkaException(errors[0])
-        await self._pending.settle()
-
-    async def partitions_for(self, topic: str) -> int:
-        loop = asyncio.get_running_loop()
-        meta = await loop.run_in_executor(None, lambda: self.client.list_topics(topic, timeout=10))
-        return len(meta.topics[topic].partitions)
-
-    # -- transactions (librdkafka's calls block: run them off the loop) --------------------------
-
-    async def _txn_call(self, what: str, fn: Any, *args: Any, retries: int = 1) -> None:
-        """One transactional call, retried once if librdkafka says so; anything longer is left to
-        an abort (a checkpoint that hangs would also hold up a rebalance waiting for it)."""
-        loop = asyncio.get_running_loop()
-        for attempt in range(retries + 1):
-            try:
-                await loop.run_in_executor(None, fn, *args)
-                return
-            except KafkaException as exc:
-                err = exc.args[0]
-                if not isinstance(err, KafkaError):
-                    raise
-                if err.fatal() or err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
-                                                  KafkaError.INVALID_PRODUCER_EPOCH):
-                    raise ProducerFenced(f"{what}: {err.str()}") from exc
-                if err.code() in (KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
-                                  KafkaError.FENCED_INSTANCE_ID):
-                    raise GroupFenced(f"{what}: {err.str()}") from exc
-                if err.txn_requires_abort():
-                    raise TransactionAborted(f"{what}: {err.str()}") from exc
-                if not err.retriable() or attempt == retries:
-                    raise
-                log.warning("%s failed (retrying): %s", what, err.str())
-                await asyncio.sleep(0.2 * (attempt + 1))
-
-    async def init_transactions(self) -> None:
-        await self._txn_call("init_transactions", self.client.init_transactions, 60)
-
-    async def begin_transaction(self) -> None:
-        await self._txn_call("begin_transaction", self.client.begin_transaction)
-
-    async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
-        parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
-        await self._txn_call("send_offsets_to_transaction", self.client.send_offsets_to_transaction, parts, group, 10)
-
-    async def commit_transaction(self) -> None:
-        await self._txn_call("commit_transaction", self.client.commit_transaction, 20)
-        await self.flush()  # settles delivery futures (the commit already flushed the records)
-
-    async def abort_transaction(self) -> None:
-        await self._txn_call("abort_transaction", self.client.abort_transaction, 30)
-        with self._reports_lock:  # aborted records' reports (errors or not) mean nothing now
-            self._reports = []
-        self._untracked_errors = []
 
 
 class ConfluentAdmin(Admin):
