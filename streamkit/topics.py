@@ -77,8 +77,11 @@ class Topic:
                         partition: int | None = None) -> None:
         """Queue a record without a delivery future (the hot path of sinks and repartitioning);
         a failed delivery still makes the next checkpoint's flush fail, so nothing is lost."""
-        await self.app.send_raw(self.name, self.key_codec.encode(key), self.value_codec.encode(value),
-                                headers=headers, partition=partition, track=False)
+        key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
+        producer = self.app.runtime.producer if self.app.runtime is not None else None
+        if producer is not None and producer.try_send(self.name, key_bytes, value_bytes, partition, headers):
+            return
+        await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, partition=partition, track=False)
 
     async def send_and_wait(self, key: Any = None, value: Any = None, **kwargs: Any) -> tuple[int, int]:
         """Send and wait until the broker acknowledged it; returns ``(partition, offset)``."""

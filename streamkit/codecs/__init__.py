@@ -5,8 +5,10 @@ with the reason, which the runtime routes to the error policy (never a silent dr
 """
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Callable
 
+import msgspec
 import orjson
 
 from ..errors import ConfigurationError, DecodeError
@@ -55,6 +57,17 @@ class StrCodec(Codec):
             raise DecodeError(f"not UTF-8: {exc}") from None
 
 
+def _typed_decoder(type_: Any) -> Callable[[bytes], Any] | None:
+    """msgspec's decoder for a Record or dataclass type (JSON straight into the object, with the
+    same checks the converters make); None where msgspec cannot express the type."""
+    if not (isinstance(type_, type) and dataclasses.is_dataclass(type_)):
+        return None
+    try:
+        return msgspec.json.Decoder(type_).decode
+    except (TypeError, ValueError):
+        return None
+
+
 class JsonCodec(Codec):
     """orjson; with a type, decoded values are validated and built into that type."""
 
@@ -63,6 +76,7 @@ class JsonCodec(Codec):
     def __init__(self, type_: Any = None) -> None:
         self.type = type_
         self._convert = compile_converter(type_) if type_ is not None else None
+        self._typed = _typed_decoder(type_)
 
     def encode(self, obj: Any) -> bytes | None:
         return None if obj is None else dumps(obj)
@@ -70,6 +84,11 @@ class JsonCodec(Codec):
     def decode(self, data: bytes | None) -> Any:
         if data is None:
             return None
+        if self._typed is not None:  # Records and dataclasses: parsed and validated in one C pass
+            try:
+                return self._typed(data)
+            except msgspec.DecodeError:  # the converters decide, and name the problem their way
+                pass
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError as exc:

@@ -138,6 +138,17 @@ class TransactionalProducer(Producer):
         finally:
             self._in_flight -= 1
 
+    def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
+                 headers: Headers | None = None) -> bool:
+        if not self._open.is_set():
+            return False
+        task, producer = self._route()
+        if not producer.try_send(topic, key, value, partition, headers):
+            return False
+        if task is not None:
+            self.dirty.add(task)
+        return True
+
     def producer_for(self, partitions: int, number: int) -> Producer:
         """Where a table partition's changelog records go: the transaction of its task."""
         task = self.task_of_table(partitions, number)

@@ -177,6 +177,12 @@ class Producer(abc.ABC):
         repartitioning, changelogs). Either way a failed delivery makes the next flush raise.
         """
 
+    def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
+                 headers: Headers | None = None) -> bool:
+        """Queue one untracked record without awaiting, if the client can right now; False means
+        the caller must use ``send`` (buffer full, or a client whose sends are coroutines)."""
+        return False
+
     @abc.abstractmethod
     async def flush(self) -> None:
         """Wait until every queued record is acknowledged; raise if any failed."""

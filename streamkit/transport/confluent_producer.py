@@ -134,6 +134,20 @@ class ConfluentProducer(Producer):
             self._pending.add(fut)
         return fut
 
+    def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
+                 headers: list[tuple[str, bytes]] | None = None) -> bool:
+        """The hot path of untracked sends: one librdkafka call, no coroutine."""
+        try:
+            if headers:
+                self.client.produce(topic, value, key, -1 if partition is None else partition,
+                                    on_delivery=self._untracked_delivery, headers=headers)
+            else:
+                self.client.produce(topic, value, key, -1 if partition is None else partition,
+                                    on_delivery=self._untracked_delivery)
+        except BufferError:  # local queue full: the caller takes the waiting path
+            return False
+        return True
+
     def _untracked_delivery(self, err: Any, _msg: Any) -> None:
         """Delivery report of an untracked send: only failures are kept, for the next flush."""
         if err is not None:
