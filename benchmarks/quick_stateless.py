@@ -51,6 +51,7 @@ from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_s
 
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
              "streamkit-aiokafka-eos", "streamkit-confluent-eos")
+STATEFUL = ("streamkit-aiokafka-stateful", "streamkit-confluent-stateful")  # run by `python -m benchmarks run`
 PARTITIONS = 4
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "quick_stateless.json"
 PRODUCER_ACKS = "all"
@@ -192,7 +193,8 @@ async def run_raw_aiokafka(args: argparse.Namespace) -> dict[str, Any]:
 # -- scenarios c/d: streamkit --------------------------------------------------------------------
 
 
-async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = "at_least_once") -> dict[str, Any]:
+async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = "at_least_once",
+                        stateful: bool = False) -> dict[str, Any]:
     import streamkit as sk
 
     class Order(sk.Record):
@@ -213,7 +215,13 @@ async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = 
         auto_offset_reset="earliest", processing_guarantee=guarantee, data_dir=f"/tmp/{args.group}",
     )
     source = app.topic(args.input, key_type=str, value_type=Order, partitions=PARTITIONS)
-    output = app.topic(args.output, key_type=str, value_type=ProcessedOrder, partitions=PARTITIONS)
+    class UserCount(sk.Record):
+        user: str
+        count: int
+
+    output = app.topic(args.output, key_type=str, value_type=UserCount if stateful else ProcessedOrder,
+                       partitions=PARTITIONS)
+    counts = app.Table("counts", default=int, partitions=PARTITIONS) if stateful else None  # RocksDB + changelog
     meter = Meter()
     done = asyncio.Event()
     n = args.records
@@ -225,7 +233,11 @@ async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = 
             if state["consumed"] == 0:
                 meter.first()
             state["consumed"] += 1
-            yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+            if counts is not None:
+                counts[order.user] += 1
+                yield UserCount(order.user, counts[order.user])
+            else:
+                yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
             if state["consumed"] >= n:  # resumed after the sink queued the n-th output
                 done.set()
 
@@ -238,7 +250,7 @@ async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = 
         meter.done()
         stop_started = time.perf_counter()
     stop_s = time.perf_counter() - stop_started
-    suffix = "-eos" if guarantee == "exactly_once" else ""
+    suffix = "-eos" if guarantee == "exactly_once" else "-stateful" if stateful else ""
     return meter.result(f"streamkit-{driver}{suffix}", state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
 
 
@@ -255,6 +267,8 @@ def scenario_main(args: argparse.Namespace) -> None:
         result = asyncio.run(run_streamkit(args, "aiokafka"))
     elif args.scenario == "streamkit-confluent":
         result = asyncio.run(run_streamkit(args, "confluent"))
+    elif args.scenario in STATEFUL:
+        result = asyncio.run(run_streamkit(args, args.scenario.split("-")[1], stateful=True))
     elif args.scenario in ("streamkit-aiokafka-eos", "streamkit-confluent-eos"):
         result = asyncio.run(run_streamkit(args, args.scenario.split("-")[1], "exactly_once"))
     else:

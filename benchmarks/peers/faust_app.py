@@ -1,0 +1,72 @@
+"""faust-streaming peer (runs in the peers venv): stateless enrich, count per key (RocksDB), EOS.
+
+    python faust_app.py --scenario stateless|stateful|eos --broker B --input T --output O --group G --records N
+
+Prints one ``RESULT {json}`` line once N records are processed and the producer is flushed (and,
+for a table, the changelog sent), then exits.
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+import faust
+import orjson
+
+
+def cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+p = argparse.ArgumentParser()
+for name in ("--scenario", "--broker", "--input", "--output", "--group"):
+    p.add_argument(name, required=True)
+p.add_argument("--records", type=int, required=True)
+args, _ = p.parse_known_args()
+
+app = faust.App(args.group, broker=f"kafka://{args.broker}", store="rocksdb://" if args.scenario == "stateful" else "memory://",
+                datadir=tempfile.mkdtemp(prefix="faust-data-"), topic_partitions=4, web_enabled=False,
+                processing_guarantee="exactly_once" if args.scenario == "eos" else "at_least_once",
+                consumer_auto_offset_reset="earliest", broker_session_timeout=6.0, broker_heartbeat_interval=1.0)
+source = app.topic(args.input, value_serializer="raw", key_serializer="raw")
+sink = app.topic(args.output, value_serializer="raw", key_serializer="raw")
+counts = app.Table("counts", default=int, partitions=4) if args.scenario == "stateful" else None
+state = {"n": 0, "t0": None, "cpu0": 0.0}
+
+
+async def finish() -> None:
+    await app.producer.flush()
+    elapsed = time.perf_counter() - state["t0"]
+    print("RESULT " + json.dumps({
+        "scenario": f"faust-{args.scenario}", "consumed": state["n"], "elapsed_s": elapsed,
+        "records_per_s": state["n"] / elapsed, "cpu_s": cpu() - state["cpu0"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+@app.agent(source)
+async def process(stream):
+    async for event in stream.events():
+        if state["t0"] is None:
+            state["t0"], state["cpu0"] = time.perf_counter(), cpu()
+        doc = orjson.loads(event.value)
+        if counts is not None:
+            counts[doc["user"]] += 1
+            out = {"user": doc["user"], "count": counts[doc["user"]]}
+        else:
+            doc["processed"] = True
+            out = doc
+        await sink.send(key=event.key, value=orjson.dumps(out))
+        state["n"] += 1
+        if state["n"] >= args.records:
+            await finish()
+
+
+if __name__ == "__main__":
+    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
+    app.main()

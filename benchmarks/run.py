@@ -1,0 +1,226 @@
+"""One command, one broker, one run: streamkit vs the raw clients vs faust-streaming and Quix Streams.
+
+    python -m benchmarks run --broker 127.0.0.1:19092 --records 1000000 [--repeat 3]
+
+1. creates a 4-partition input topic and fills it once (murmur2 keys ``user-<i % 1000>``, ~100-byte
+   JSON values);
+2. installs faust-streaming and quixstreams into their own venv (``benchmarks/.peers-venv``,
+   pinned versions) unless ``--no-peers``;
+3. runs every scenario in its own process, interleaved over ``--repeat`` rounds (never two at
+   once), each with a fresh output topic and consumer group: raw ceilings, stateless, stateful
+   (count per key, RocksDB + changelog), exactly-once stateless — streamkit on both drivers, the
+   peers on theirs (``--peer-records`` bounds the peers' share of the input, since faust runs at
+   a few thousand records/s; rates stay comparable);
+4. runs the recovery benchmark (``recovery.py``: a ``--recovery-keys`` changelog restored into
+   empty stores);
+5. prints one table (median records/s, min-max, CPU s, CPU µs/record, peak RSS) and the ratios
+   the performance targets name, and writes everything to ``--json``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from common import admin_client, create_topic, delete_topics, rate_summary, run_scenario_process
+from quick_stateless import PARTITIONS, fill_input, topic_count
+
+HERE = Path(__file__).resolve().parent
+PEERS_VENV = HERE / ".peers-venv"
+PEER_PACKAGES = ["faust-streaming==0.15.3", "quixstreams==3.28.1", "rocksdict", "orjson"]
+STREAMKIT = ["raw-confluent", "raw-aiokafka",
+             "streamkit-confluent", "streamkit-aiokafka",
+             "streamkit-confluent-stateful", "streamkit-aiokafka-stateful",
+             "streamkit-confluent-eos", "streamkit-aiokafka-eos"]
+PEERS = ["quix-stateless", "quix-stateful", "quix-eos", "faust-stateless", "faust-stateful", "faust-eos"]
+
+
+def ensure_peers_venv(log=print) -> Path:
+    """The peers' interpreter, created and filled on first use."""
+    python = PEERS_VENV / "bin" / "python"
+    marker = PEERS_VENV / ".installed"
+    if marker.exists() and marker.read_text() == " ".join(PEER_PACKAGES):
+        return python
+    log(f"installing {', '.join(PEER_PACKAGES)} into {PEERS_VENV} ...")
+    subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+    marker.write_text(" ".join(PEER_PACKAGES))
+    return python
+
+
+def run_peer(python: Path, scenario: str, args: argparse.Namespace, input_topic: str, output: str,
+             group: str) -> dict[str, Any]:
+    peer, kind = scenario.split("-", 1)
+    cmd = [str(python), str(HERE / "peers" / f"{peer}_app.py"), "--scenario", kind, "--broker", args.broker,
+           "--input", input_topic, "--output", output, "--group", group, "--records", str(args.peer_records)]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=str(HERE / "peers"))
+    except subprocess.TimeoutExpired as exc:
+        return {"scenario": scenario, "error": "timeout", "stderr": str(exc.stderr)[-3000:]}
+    for line in (proc.stdout + "\n" + proc.stderr).splitlines():  # faust sends print() to its log
+        if "RESULT {" in line:
+            result = json.loads(line[line.index("RESULT {") + len("RESULT "):])
+            result["scenario"] = scenario
+            result["process_s"] = time.perf_counter() - started
+            return result
+    return {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-3000:]}
+
+
+def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str, peers_python: Path | None):
+    output, group = f"bench-out-{tag}", f"bench-{tag}"
+    create_topic(args.admin, output, PARTITIONS)
+    topics = [output]
+    if scenario.split("-")[0] in ("quix", "faust"):
+        assert peers_python is not None
+        result = run_peer(peers_python, scenario, args, input_topic, output, group)
+        expected = args.peer_records
+    else:
+        result = run_scenario_process(str(HERE / "quick_stateless.py"), scenario, [
+            "--broker", args.broker, "--records", str(args.records), "--input", input_topic, "--output", output,
+            "--group", group, "--timeout", str(args.timeout)], args.timeout)
+        expected = args.records
+        if scenario.startswith("streamkit"):
+            topics += [f"{group}-dlq", f"{group}-__leader", f"{group}-replies", f"{group}-__cluster"]
+            if "stateful" in scenario:
+                topics.append(f"{group}-counts-changelog")
+    result["output_records"] = topic_count(args.broker, output)
+    result["output_ok"] = result["output_records"] >= expected
+    return result, topics
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ok, summary = rate_summary(runs)
+    if ok:
+        summary["cpu_us_per_record"] = statistics.median(r["cpu_s"] / r["consumed"] * 1e6 for r in ok)
+        summary["all_outputs_complete"] = all(r.get("output_ok") for r in runs)
+        summary["records"] = ok[0]["consumed"]
+    return summary
+
+
+def ratios(summary: dict[str, dict[str, Any]], recovery: dict[str, Any]) -> dict[str, float | None]:
+    def rate(name: str) -> float | None:
+        s = summary.get(name) or {}
+        return s.get("median_rps") if s.get("ok_runs") else None
+
+    def ratio(a: str, b: str) -> float | None:
+        ra, rb = rate(a), rate(b)
+        return ra / rb if ra and rb else None
+
+    out = {
+        "stateless confluent / quix": ratio("streamkit-confluent", "quix-stateless"),
+        "stateless confluent / raw confluent": ratio("streamkit-confluent", "raw-confluent"),
+        "stateless aiokafka / quix": ratio("streamkit-aiokafka", "quix-stateless"),
+        "stateless aiokafka / raw aiokafka": ratio("streamkit-aiokafka", "raw-aiokafka"),
+        "stateful confluent / quix": ratio("streamkit-confluent-stateful", "quix-stateful"),
+        "stateful aiokafka / quix": ratio("streamkit-aiokafka-stateful", "quix-stateful"),
+        "stateful confluent / faust": ratio("streamkit-confluent-stateful", "faust-stateful"),
+        "stateful aiokafka / faust": ratio("streamkit-aiokafka-stateful", "faust-stateful"),
+        "eos / alo confluent": ratio("streamkit-confluent-eos", "streamkit-confluent"),
+        "eos / alo aiokafka": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
+        "eos confluent / quix eos": ratio("streamkit-confluent-eos", "quix-eos"),
+    }
+    for name, s in (recovery.get("summary") or {}).items():
+        if s.get("ok_runs"):
+            out[f"recovery {name} (rec/s)"] = s["median_rps"]
+    return out
+
+
+def print_table(summary: dict[str, dict[str, Any]], out: dict[str, float | None]) -> None:
+    header = (f"{'scenario':<30}{'records':>9}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}"
+              f"{'CPU us/rec':>12}{'peak RSS MB':>13}  output")
+    print(header)
+    print("-" * len(header))
+    for name, s in summary.items():
+        if not s.get("ok_runs"):
+            print(f"{name:<30}{'':>9}{'FAILED':>14}  {s.get('errors')}")
+            continue
+        span = f"{s['min_rps']:,.0f}-{s['max_rps']:,.0f}"
+        print(f"{name:<30}{s['records']:>9}{s['median_rps']:>14,.0f}{span:>22}{s['median_cpu_s']:>8.2f}"
+              f"{s['cpu_us_per_record']:>12.1f}{s['max_peak_rss_mb']:>13.1f}  "
+              f"{'complete' if s['all_outputs_complete'] else 'INCOMPLETE'}")
+    print()
+    for name, value in out.items():
+        print(f"{name:<44} {'n/a' if value is None else f'{value:,.2f}'}")
+
+
+def run_recovery(args: argparse.Namespace) -> dict[str, Any]:
+    if args.recovery_keys <= 0:
+        return {}
+    path = Path(args.json).with_name("recovery.json")
+    cmd = [sys.executable, str(HERE / "recovery.py"), "--broker", args.broker, "--keys", str(args.recovery_keys),
+           "--repeat", str(args.repeat), "--scenarios", "raw-confluent,aiokafka-rocksdb,confluent-rocksdb",
+           "--json", str(path)]
+    print(f"recovery: {args.recovery_keys} changelog records into empty RocksDB stores ...", flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout * 6)
+    if proc.returncode != 0:
+        print(proc.stdout[-2000:], proc.stderr[-2000:])
+        return {"error": f"exit {proc.returncode}"}
+    return json.loads(path.read_text())
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["run"])
+    parser.add_argument("--broker", required=True, help="HOST:PORT")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--peer-records", type=int, default=100_000, help="records each peer run processes")
+    parser.add_argument("--recovery-keys", type=int, default=1_000_000, help="0 skips the recovery benchmark")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
+    parser.add_argument("--no-peers", action="store_true", help="skip faust-streaming and quixstreams")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per scenario run")
+    parser.add_argument("--json", default=str(HERE / "results" / "run.json"))
+    args = parser.parse_args(argv)
+    scenarios = STREAMKIT + ([] if args.no_peers else PEERS)
+    if args.scenarios:
+        scenarios = [s for s in scenarios if s in args.scenarios.split(",")]
+    peers_python = ensure_peers_venv() if any(s.split("-")[0] in ("quix", "faust") for s in scenarios) else None
+    run_id = uuid.uuid4().hex[:8]
+    input_topic = f"bench-in-{run_id}"
+    args.admin = admin_client(args.broker)
+    create_topic(args.admin, input_topic, PARTITIONS)
+    fill_s = fill_input(args.broker, input_topic, args.records)
+    print(f"broker {args.broker}: filled {input_topic} with {topic_count(args.broker, input_topic)} records in "
+          f"{fill_s:.1f}s; {len(scenarios)} scenarios x {args.repeat}", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}
+    created = [input_topic]
+    try:
+        for rep in range(args.repeat):
+            for scenario in scenarios:
+                result, topics = run_one(scenario, args, input_topic, f"{run_id}-{scenario}-{rep}", peers_python)
+                created += topics
+                runs[scenario].append(result)
+                if "error" in result:
+                    print(f"  {scenario} #{rep + 1}: FAILED {result['error']}\n{result.get('stderr', '')[-1500:]}",
+                          flush=True)
+                else:
+                    print(f"  {scenario} #{rep + 1}: {result['records_per_s']:,.0f} rec/s "
+                          f"({result['consumed']} in {result['elapsed_s']:.1f}s), out {result['output_records']}",
+                          flush=True)
+    finally:
+        delete_topics(args.admin, created)
+    recovery = run_recovery(args)
+    summary = {s: summarize(r) for s, r in runs.items()}
+    out = ratios(summary, recovery)
+    print()
+    print_table(summary, out)
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "benchmark": "run", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "broker": args.broker,
+        "records": args.records, "peer_records": args.peer_records, "repeat": args.repeat,
+        "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+        "summary": summary, "ratios": out, "recovery": recovery.get("summary"), "runs": runs,
+    }, indent=2))
+    print(f"\nresults written to {path}")
+    failed = [s for s, v in summary.items() if not v.get("ok_runs")]
+    return 1 if failed else 0
