@@ -1,0 +1,21 @@
+"""The benchmark command runs end to end (a tiny run; the numbers are not checked here)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
+    out = tmp_path / "run.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "run", "--broker", broker_address, "--records", "3000",
+         "--no-peers", "--recovery-keys", "0", "--repeat", "1",
+         "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "stateless confluent / raw confluent" in proc.stdout
+    result = json.loads(out.read_text())
+    assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful"}
+    assert all(s["ok_runs"] == 1 and s["records"] == 3000 for s in result["summary"].values())
