@@ -74,6 +74,10 @@ class Checkpoint:
             offsets = self.offsets_to_commit(tps, changed_only=not wait)
             # Same tick as the offsets: the table changes that go with them (no await between).
             changes = [(p, p.prepare()) for p in self.participants]
+            # Streams wait between records while the producer flushes: a flush racing new sends
+            # never ends early, and librdkafka stops batching for as long as it runs.
+            barrier = self.router.barrier
+            barrier.close()
             try:
                 sent = [await p.send(c, self._producer_for) for p, c in changes]
                 await self.producer.flush()
@@ -83,6 +87,8 @@ class Checkpoint:
                 for participant, c in changes:
                     participant.abort(c)
                 raise
+            finally:
+                barrier.open()
             for (participant, c), result in zip(changes, sent):
                 participant.apply(c, result)
             self._committed(offsets, started)
