@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,6 +62,36 @@ def delete_topics(client: Any, names: list[str]) -> None:
             future.result(30)
         except Exception as exc:  # best effort cleanup
             print(f"  (could not delete {name}: {exc})", file=sys.stderr)
+
+
+def produce_all(broker: str, topic: str, records: Iterable[tuple[bytes, bytes]], what: str,
+                **config: Any) -> float:
+    """Produce ``(key, value)`` pairs as fast as librdkafka takes them (waiting while its queue is
+    full), check every delivery, and return the seconds it took."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker, "partitioner": "murmur2_random", **config})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None and len(errors) < 10:
+            errors.append(str(err))
+
+    started = time.perf_counter()
+    produce = producer.produce
+    for i, (key, value) in enumerate(records):
+        while True:
+            try:
+                produce(topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: serve delivery reports and retry
+                producer.poll(0.05)
+        if i % 20000 == 0:
+            producer.poll(0)
+    remaining = producer.flush(300)
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} {what} not delivered; errors: {errors}")
+    return time.perf_counter() - started
 
 
 def run_scenario_process(script: str, scenario: str, args: list[str], timeout: float) -> dict[str, Any]:

@@ -47,11 +47,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
+from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, produce_all, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
 
+# streamkit scenario → (driver, processing guarantee, count per key in a table)
+STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
+             for driver in ("aiokafka", "confluent")
+             for suffix, guarantee, stateful in (("", "at_least_once", False), ("-eos", "exactly_once", False),
+                                                 ("-stateful", "at_least_once", True))}
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
-             "streamkit-aiokafka-eos", "streamkit-confluent-eos")
-STATEFUL = ("streamkit-aiokafka-stateful", "streamkit-confluent-stateful")  # run by `python -m benchmarks run`
+             "streamkit-aiokafka-eos", "streamkit-confluent-eos")  # the stateful ones: `python -m benchmarks run`
 PARTITIONS = 4
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "quick_stateless.json"
 PRODUCER_ACKS = "all"
@@ -193,9 +197,10 @@ async def run_raw_aiokafka(args: argparse.Namespace) -> dict[str, Any]:
 # -- scenarios c/d: streamkit --------------------------------------------------------------------
 
 
-async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = "at_least_once",
-                        stateful: bool = False) -> dict[str, Any]:
+async def run_streamkit(args: argparse.Namespace, scenario: str) -> dict[str, Any]:
     import streamkit as sk
+
+    driver, guarantee, stateful = STREAMKIT[scenario]
 
     class Order(sk.Record):
         id: int
@@ -250,8 +255,7 @@ async def run_streamkit(args: argparse.Namespace, driver: str, guarantee: str = 
         meter.done()
         stop_started = time.perf_counter()
     stop_s = time.perf_counter() - stop_started
-    suffix = "-eos" if guarantee == "exactly_once" else "-stateful" if stateful else ""
-    return meter.result(f"streamkit-{driver}{suffix}", state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
+    return meter.result(scenario, state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
 
 
 def scenario_main(args: argparse.Namespace) -> None:
@@ -263,14 +267,8 @@ def scenario_main(args: argparse.Namespace) -> None:
         result = run_raw_confluent(args)
     elif args.scenario == "raw-aiokafka":
         result = asyncio.run(run_raw_aiokafka(args))
-    elif args.scenario == "streamkit-aiokafka":
-        result = asyncio.run(run_streamkit(args, "aiokafka"))
-    elif args.scenario == "streamkit-confluent":
-        result = asyncio.run(run_streamkit(args, "confluent"))
-    elif args.scenario in STATEFUL:
-        result = asyncio.run(run_streamkit(args, args.scenario.split("-")[1], stateful=True))
-    elif args.scenario in ("streamkit-aiokafka-eos", "streamkit-confluent-eos"):
-        result = asyncio.run(run_streamkit(args, args.scenario.split("-")[1], "exactly_once"))
+    elif args.scenario in STREAMKIT:
+        result = asyncio.run(run_streamkit(args, args.scenario))
     else:
         raise SystemExit(f"unknown scenario {args.scenario!r}")
     print("RESULT " + json.dumps(result), flush=True)
@@ -281,29 +279,13 @@ def scenario_main(args: argparse.Namespace) -> None:
 
 def fill_input(broker: str, topic: str, n: int) -> float:
     import orjson
-    from confluent_kafka import Producer
 
-    producer = Producer({
-        "bootstrap.servers": broker, "partitioner": "murmur2_random", "linger.ms": 20,
-        "batch.num.messages": 10000, "queue.buffering.max.messages": 500000,
-    })
-    started = time.perf_counter()
     now = time.time()
-    for i in range(n):
-        value = orjson.dumps({"id": i, "user": f"user-{i % 1000}", "amount": 12.5, "ts": now + i / 1000.0,
-                              "note": "benchmark-record"})
-        while True:
-            try:
-                producer.produce(topic, value, f"user-{i % 1000}".encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(120)
-    if remaining:
-        raise RuntimeError(f"{remaining} input records not delivered")
-    return time.perf_counter() - started
+    records = ((f"user-{i % 1000}".encode(),
+                orjson.dumps({"id": i, "user": f"user-{i % 1000}", "amount": 12.5, "ts": now + i / 1000.0,
+                              "note": "benchmark-record"})) for i in range(n))
+    return produce_all(broker, topic, records, "input records", **{
+        "linger.ms": 20, "batch.num.messages": 10000, "queue.buffering.max.messages": 500000})
 
 
 def topic_count(broker: str, topic: str) -> int:

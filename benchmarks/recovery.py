@@ -50,7 +50,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, create_topic, cpu_seconds, current_rss_mb, delete_topics, peak_rss_mb, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
+from common import admin_client, create_topic, cpu_seconds, current_rss_mb, delete_topics, peak_rss_mb, produce_all, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
 
 SCENARIOS = ("raw-confluent", "aiokafka-rocksdb", "aiokafka-memory", "confluent-rocksdb", "confluent-memory")
 PARTITIONS = 4
@@ -252,34 +252,10 @@ def scenario_main(args: argparse.Namespace) -> None:
 
 
 def fill_changelog(broker: str, topic: str, n: int) -> float:
-    from confluent_kafka import Producer
-
-    producer = Producer({
-        "bootstrap.servers": broker, "partitioner": "murmur2_random", "linger.ms": 50,
-        "batch.num.messages": 100000, "queue.buffering.max.messages": 1000000,
-        "queue.buffering.max.kbytes": 1048576,
-    })
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None and len(errors) < 10:
-            errors.append(str(err))
-
-    started = time.perf_counter()
-    produce = producer.produce
-    for i in range(n):
-        while True:
-            try:
-                produce(topic, expected_value(i), b"key-%d" % i, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 20000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(300)
-    if remaining or errors:
-        raise RuntimeError(f"{remaining} changelog records not delivered; errors: {errors}")
-    return time.perf_counter() - started
+    records = ((b"key-%d" % i, expected_value(i)) for i in range(n))
+    return produce_all(broker, topic, records, "changelog records", **{
+        "linger.ms": 50, "batch.num.messages": 100000, "queue.buffering.max.messages": 1000000,
+        "queue.buffering.max.kbytes": 1048576})
 
 
 def end_offsets(broker: str, topic: str) -> list[int]:
