@@ -107,14 +107,14 @@ class Checkpoint:
             self.committed.pop(tp, None)
 
 
-UnitHandler = Callable[["Task", list[TP]], Awaitable[None]]
 
 
 class ExactlyOnceCheckpoint(Checkpoint):
     """Transactions instead of offset commits; see the module docstring."""
 
     def __init__(self, router: Router, consumer: Consumer, txns: "TransactionalProducer", *,
-                 rewind: UnitHandler, fenced: UnitHandler) -> None:
+                 rewind: Callable[[list[TP]], Awaitable[None]],
+                 fenced: Callable[["Task"], Awaitable[None]]) -> None:
         super().__init__(router, consumer, txns)
         self.txns = txns
         self._rewind = rewind
@@ -178,7 +178,6 @@ class ExactlyOnceCheckpoint(Checkpoint):
 
     async def _failed(self, task: "Task", exc: BaseException) -> None:
         self.aborts += 1
-        tps = [tp for tp in self.router.delivered if self.txns.task_of(tp) == task]
         for participant in self.participants:  # the stores hold the committed state
             participant.discard(lambda n, p: self.txns.task_of_table(n, p) == task)
         if not isinstance(exc, ProducerFenced):
@@ -188,6 +187,6 @@ class ExactlyOnceCheckpoint(Checkpoint):
             except Exception as abort_exc:
                 log.warning("abort failed too (%r): dropping the partitions", abort_exc)
             else:
-                await self._rewind(task, tps)
+                await self._rewind([tp for tp in self.router.delivered if self.txns.task_of(tp) == task])
                 return
-        await self._fenced(task, tps)
+        await self._fenced(task)

@@ -199,19 +199,16 @@ class Runtime(Service):
         self._fetch_epoch += 1
         return targets
 
-    async def _rewind(self, _task: Any, tps: list[TP]) -> None:
+    async def _rewind(self, tps: list[TP]) -> None:
         """After a rolled-back transaction: read ``tps`` again from the last committed offsets.
         The consume loop seeks between two fetches, dropping what a fetch in flight returns."""
         self._pending_seeks.update(self._rewind_positions(tps))
 
-    async def _fenced(self, task: Any, tps: list[TP]) -> None:
+    async def _fenced(self, task: Any) -> None:
         """A newer producer or group generation took over: stop writing, drop the partitions
         (tables recover again when they come back) and rejoin the group."""
         assert self.consumer is not None and self.checkpoint is not None
-        if self.txns.per_partition:
-            tps = [tp for tp in self.assigned if self.txns.task_of(tp) == task]
-        else:
-            tps = sorted(self.assigned)
+        tps = sorted(tp for tp in self.assigned if self.txns.task_of(tp) == task)  # v2: every partition
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
         self.consumer.pause(tps)
         self._rewind_positions(tps)
