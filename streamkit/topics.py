@@ -73,6 +73,13 @@ class Topic:
             partition=partition,
         )
 
+    def try_send_soon(self, key: Any = None, value: Any = None) -> bool:
+        """``send_soon`` without a coroutine when the producer has room (False: use ``send_soon``)."""
+        runtime = self.app.runtime
+        if runtime is None or runtime.producer is None:
+            return False
+        return runtime.producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
+
     async def send_soon(self, key: Any = None, value: Any = None, *, headers: Headers | None = None,
                         partition: int | None = None) -> None:
         """Queue a record without a delivery future (the hot path of sinks and repartitioning);

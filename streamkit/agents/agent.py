@@ -13,7 +13,7 @@ import operator
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..runtime.progress import Event, Subscriber, processing as _current_event
-from ..streams.stream import Stream, current_event
+from ..streams.stream import Stream
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
 
 if TYPE_CHECKING:
@@ -85,8 +85,9 @@ class Agent:
                 if body is not None:
                     await body(stream)
                 elif self.is_generator:
-                    async for output in self.fun(stream):
-                        await self._emit(output, current_event())
+                    emit, now_processing = self._emit, _current_event.get
+                    async for output in self.fun(stream):  # the event may come from a through() stream
+                        await emit(output, now_processing())
                 else:
                     await self.fun(stream)
                 log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)
@@ -120,15 +121,15 @@ class Agent:
         """Send an agent's output to its sinks, and to the asker when the input was a request."""
         key = event.key if event is not None else None
         for sink in self.sinks:
-            if isinstance(sink, Agent):
-                await sink.topic.send_soon(key=key, value=value)
-            elif hasattr(sink, "send_soon"):
-                await sink.send_soon(key=key, value=value)
+            topic = sink.topic if isinstance(sink, Agent) else sink
+            if hasattr(topic, "try_send_soon"):
+                if not topic.try_send_soon(key, value):  # the synchronous fast path, else wait for room
+                    await topic.send_soon(key=key, value=value)
             else:
                 result = sink(value)
                 if inspect.isawaitable(result):
                     await result
-        if event is not None and event.headers:
+        if event is not None and event.message.headers:
             reply_to = event.header(HEADER_REPLY_TO)
             if reply_to is not None:
                 await self.app.replies.reply(reply_to.decode(), event.header(HEADER_CORRELATION), value)

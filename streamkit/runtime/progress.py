@@ -19,19 +19,37 @@ processing: ContextVar[Any] = ContextVar("streamkit_current_event", default=None
 
 
 class Event:
-    """One decoded record with where it came from; ``message`` keeps the original bytes."""
+    """One decoded record with where it came from; ``message`` keeps the original bytes.
 
-    __slots__ = ("key", "value", "headers", "topic", "partition", "offset", "timestamp", "message")
+    Built once per record on the hot path, so where-from fields are read through from the
+    message instead of copied."""
+
+    __slots__ = ("key", "value", "message")
 
     def __init__(self, key: Any, value: Any, message: Any) -> None:
         self.key = key
         self.value = value
         self.message = message
-        self.headers = message.headers
-        self.topic = message.topic
-        self.partition = message.partition
-        self.offset = message.offset
-        self.timestamp = message.timestamp
+
+    @property
+    def headers(self) -> Any:
+        return self.message.headers
+
+    @property
+    def topic(self) -> str:
+        return self.message.topic
+
+    @property
+    def partition(self) -> int:
+        return self.message.partition
+
+    @property
+    def offset(self) -> int:
+        return self.message.offset
+
+    @property
+    def timestamp(self) -> int | None:
+        return self.message.timestamp
 
     def header(self, name: str) -> bytes | None:
         for key, value in self.headers:

@@ -70,10 +70,14 @@ class Stream:
 
     async def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event; acks the previous one unless holding. None only on ``timeout``."""
-        if not self._hold:
-            self._release_held()
+        held = self._held
+        if held and not self._hold:  # inline _release_held: this runs once per record
+            for batch, idx in held:
+                if batch.acked <= idx:
+                    batch.acked = idx + 1
+            held.clear()
         barrier = self.subscriber.barrier
-        if barrier is not None and barrier.closed and not self._held:
+        if barrier is not None and barrier.closed and not held:
             await barrier.wait()  # an exactly-once checkpoint is committing
         while self._replay:
             batch, idx = self._replay.pop(0)
