@@ -263,6 +263,11 @@ def scenario_main(args: argparse.Namespace) -> None:
 
     # WARNING and above reach stderr with their level, so the parent can collect them
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.scenario.startswith("raw-"):  # the ceilings get the collector setting workers use
+        from streamkit.runtime import gc_tuning
+        from streamkit.settings import Settings
+
+        gc_tuning.acquire(Settings().gc_young_threshold)
     if args.scenario == "raw-confluent":
         result = run_raw_confluent(args)
     elif args.scenario == "raw-aiokafka":

@@ -14,6 +14,7 @@ from mode import Service
 
 from ..errors import WorkerStopped
 from ..transport import TP, Consumer, Producer, create_driver
+from . import gc_tuning
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .router import Router
@@ -61,6 +62,7 @@ class Runtime(Service):
         self._commit_task: asyncio.Task | None = None
         self._subscribed_version = -1
         self._stopping = False
+        self._gc_tuned = False
         super().__init__(**kwargs)
 
     # -- startup --------------------------------------------------------------------------------
@@ -119,6 +121,8 @@ class Runtime(Service):
             self.tables = TableManager(self, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
             await self.tables.start()
+        gc_tuning.acquire(self.conf.gc_young_threshold)
+        self._gc_tuned = True
         self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
@@ -323,4 +327,7 @@ class Runtime(Service):
                 await self.producer.stop()
         if self.identity is not None:
             self.identity.release()
+        if self._gc_tuned:
+            self._gc_tuned = False
+            gc_tuning.release(self.conf.gc_young_threshold)
         log.info("worker for %r stopped", self.app.id)

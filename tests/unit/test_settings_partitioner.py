@@ -67,3 +67,22 @@ def test_ssl_settings_reach_both_clients(tmp_path):
     assert s.effective_security_protocol == "SSL"
     assert confluent_common(s)["ssl.ca.location"] == str(cert)
     assert isinstance(aiokafka_common(s)["ssl_context"], ssl.SSLContext)
+
+
+def test_gc_tuning_is_held_while_any_worker_runs_and_restored_after_the_last():
+    import gc
+
+    from streamkit.runtime import gc_tuning
+
+    before = gc.get_threshold()
+    gc_tuning.acquire(before[0] + 1000)
+    gc_tuning.acquire(before[0] + 1000)  # a second app in the same process
+    assert gc.get_threshold()[0] == before[0] + 1000
+    assert gc.get_freeze_count() > 0
+    gc_tuning.release(before[0] + 1000)
+    assert gc.get_threshold()[0] == before[0] + 1000  # the other app still runs
+    gc_tuning.release(before[0] + 1000)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    gc_tuning.acquire(0)  # 0 leaves the collector alone
+    assert gc.get_threshold() == before
