@@ -198,53 +198,24 @@ async def run_raw_aiokafka(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run_streamkit(args: argparse.Namespace, scenario: str) -> dict[str, Any]:
-    import streamkit as sk
+    from pipeline import build_app
 
     driver, guarantee, stateful = STREAMKIT[scenario]
-
-    class Order(sk.Record):
-        id: int
-        user: str
-        amount: float
-        ts: float
-
-    class ProcessedOrder(sk.Record):
-        id: int
-        user: str
-        amount: float
-        ts: float
-        processed: bool
-
-    app = sk.App(
-        args.group, broker=args.broker, driver=driver, session_timeout_ms=6000, heartbeat_interval_ms=1000,
-        auto_offset_reset="earliest", processing_guarantee=guarantee, data_dir=f"/tmp/{args.group}",
-    )
-    source = app.topic(args.input, key_type=str, value_type=Order, partitions=PARTITIONS)
-    class UserCount(sk.Record):
-        user: str
-        count: int
-
-    output = app.topic(args.output, key_type=str, value_type=UserCount if stateful else ProcessedOrder,
-                       partitions=PARTITIONS)
-    counts = app.Table("counts", default=int, partitions=PARTITIONS) if stateful else None  # RocksDB + changelog
     meter = Meter()
     done = asyncio.Event()
     n = args.records
     state = {"consumed": 0}
 
-    @app.agent(source, sink=[output])
-    async def enrich_orders(stream):
-        async for order in stream:
-            if state["consumed"] == 0:
-                meter.first()
-            state["consumed"] += 1
-            if counts is not None:
-                counts[order.user] += 1
-                yield UserCount(order.user, counts[order.user])
-            else:
-                yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
-            if state["consumed"] >= n:  # resumed after the sink queued the n-th output
-                done.set()
+    def on_record(_order: Any) -> None:
+        if state["consumed"] == 0:
+            meter.first()
+        state["consumed"] += 1
+        if state["consumed"] >= n:  # set when the n-th record is taken; the sink queues it next
+            done.set()
+
+    app, enrich_orders = build_app(group=args.group, broker=args.broker, driver=driver, input_topic=args.input,
+                                   output_topic=args.output, guarantee=guarantee, stateful=stateful,
+                                   on_record=on_record)
 
     async with app.running():
         try:

@@ -11,9 +11,11 @@
    (count per key, RocksDB + changelog), exactly-once stateless — streamkit on both drivers, the
    peers on theirs (``--peer-records`` bounds the peers' share of the input, since faust runs at
    a few thousand records/s; rates stay comparable);
-4. runs the recovery benchmark (``recovery.py``: a ``--recovery-keys`` changelog restored into
-   empty stores);
-5. prints one table (median records/s, min-max, CPU s, CPU µs/record, peak RSS) and the ratios
+4. measures end-to-end latency at half the stateless throughput it just measured
+   (``latency.py``) and 2 worker processes against 1 (``scale_out.py``), per driver;
+5. runs the recovery benchmarks: streamkit (``recovery.py``: a ``--recovery-keys`` changelog
+   restored into empty stores) and the peers restoring their own changelogs (``peer_recovery.py``);
+6. prints one table (median records/s, min-max, CPU s, CPU µs/record, peak RSS) and the ratios
    the performance targets name, and writes everything to ``--json``.
 """
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from common import admin_client, create_topic, delete_topics, rate_summary, run_scenario_process
+from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
 from quick_stateless import PARTITIONS, fill_input, topic_count
 
 HERE = Path(__file__).resolve().parent
@@ -106,7 +109,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
-def ratios(summary: dict[str, dict[str, Any]], recovery: dict[str, Any]) -> dict[str, float | None]:
+def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     def rate(name: str) -> float | None:
         s = summary.get(name) or {}
         return s.get("median_rps") if s.get("ok_runs") else None
@@ -128,9 +131,24 @@ def ratios(summary: dict[str, dict[str, Any]], recovery: dict[str, Any]) -> dict
         "eos / alo aiokafka": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
         "eos confluent / quix eos": ratio("streamkit-confluent-eos", "quix-eos"),
     }
-    for name, s in (recovery.get("summary") or {}).items():
+    for driver in ("confluent", "aiokafka"):
+        lat = extras.get(f"latency-{driver}") or {}
+        if lat.get("ok_runs"):
+            out[f"latency {driver} at {lat['rate']:,} rec/s: p50 ms"] = lat["median_p50_ms"]
+            out[f"latency {driver} at {lat['rate']:,} rec/s: p99 ms"] = lat["median_p99_ms"]
+        scale = extras.get(f"scale-out-{driver}") or {}
+        out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
+    recovery = (extras.get("recovery") or {}).get("summary") or {}
+    peers = (extras.get("peer-recovery") or {}).get("summary") or {}
+    peer_rates = [s["median_rps"] for s in peers.values() if s.get("ok_runs")]
+    for name, s in recovery.items():
         if s.get("ok_runs"):
             out[f"recovery {name} (rec/s)"] = s["median_rps"]
+            if peer_rates and not name.startswith("raw"):
+                out[f"recovery {name} / faster peer"] = s["median_rps"] / max(peer_rates)
+    for name, s in peers.items():
+        if s.get("ok_runs"):
+            out[f"recovery {name} (rec/s, {s.get('keys')} keys)"] = s["median_rps"]
     return out
 
 
@@ -152,21 +170,6 @@ def print_table(summary: dict[str, dict[str, Any]], out: dict[str, float | None]
         print(f"{name:<44} {'n/a' if value is None else f'{value:,.2f}'}")
 
 
-def run_recovery(args: argparse.Namespace) -> dict[str, Any]:
-    if args.recovery_keys <= 0:
-        return {}
-    path = Path(args.json).with_name("recovery.json")
-    cmd = [sys.executable, str(HERE / "recovery.py"), "--broker", args.broker, "--keys", str(args.recovery_keys),
-           "--repeat", str(args.repeat), "--scenarios", "raw-confluent,aiokafka-rocksdb,confluent-rocksdb",
-           "--json", str(path)]
-    print(f"recovery: {args.recovery_keys} changelog records into empty RocksDB stores ...", flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout * 6)
-    if proc.returncode != 0:
-        print(proc.stdout[-2000:], proc.stderr[-2000:])
-        return {"error": f"exit {proc.returncode}"}
-    return json.loads(path.read_text())
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["run"])
@@ -177,21 +180,32 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--no-peers", action="store_true", help="skip faust-streaming and quixstreams")
+    parser.add_argument("--latency-seconds", type=float, default=15.0, help="input duration of each latency run")
+    parser.add_argument("--peer-recovery-faust-keys", type=int, default=200_000,
+                        help="faust restores ~9k records/s: fewer keys keep its recovery runs short")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per scenario run")
     parser.add_argument("--json", default=str(HERE / "results" / "run.json"))
     args = parser.parse_args(argv)
-    scenarios = STREAMKIT + ([] if args.no_peers else PEERS)
+    scenarios = STREAMKIT + ([] if args.no_peers else PEERS) + EXTRAS[:-1] + ([] if args.no_peers else EXTRAS[-1:])
     if args.scenarios:
         scenarios = [s for s in scenarios if s in args.scenarios.split(",")]
-    peers_python = ensure_peers_venv() if any(s.split("-")[0] in ("quix", "faust") for s in scenarios) else None
+    if args.recovery_keys <= 0:
+        scenarios = [s for s in scenarios if "recovery" not in s]
+    extras_wanted = [s for s in scenarios if s in EXTRAS]
+    scenarios = [s for s in scenarios if s not in EXTRAS]
+    peers_python = None
+    if any(s.split("-")[0] in ("quix", "faust") for s in scenarios) or "peer-recovery" in extras_wanted:
+        peers_python = ensure_peers_venv()
     run_id = uuid.uuid4().hex[:8]
     input_topic = f"bench-in-{run_id}"
     args.admin = admin_client(args.broker)
     create_topic(args.admin, input_topic, PARTITIONS)
     fill_s = fill_input(args.broker, input_topic, args.records)
     print(f"broker {args.broker}: filled {input_topic} with {topic_count(args.broker, input_topic)} records in "
-          f"{fill_s:.1f}s; {len(scenarios)} scenarios x {args.repeat}", flush=True)
+          f"{fill_s:.1f}s; {len(scenarios)} scenarios x {args.repeat}, then {', '.join(extras_wanted) or 'nothing else'}",
+          flush=True)
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}
+    extras: dict[str, dict[str, Any]] = {}
     created = [input_topic]
     try:
         for rep in range(args.repeat):
@@ -206,11 +220,19 @@ def main(argv: list[str]) -> int:
                     print(f"  {scenario} #{rep + 1}: {result['records_per_s']:,.0f} rec/s "
                           f"({result['consumed']} in {result['elapsed_s']:.1f}s), out {result['output_records']}",
                           flush=True)
+        summary = {s: summarize(r) for s, r in runs.items()}
+        for driver in ("confluent", "aiokafka"):
+            if f"latency-{driver}" in extras_wanted:
+                extras[f"latency-{driver}"] = run_latency(args, driver, (summary.get(f"streamkit-{driver}") or {}).get("median_rps"))
+            if f"scale-out-{driver}" in extras_wanted:
+                extras[f"scale-out-{driver}"] = run_scale_out(args, driver, input_topic)
     finally:
         delete_topics(args.admin, created)
-    recovery = run_recovery(args)
-    summary = {s: summarize(r) for s, r in runs.items()}
-    out = ratios(summary, recovery)
+    if "recovery" in extras_wanted:
+        extras["recovery"] = run_recovery(args)
+    if "peer-recovery" in extras_wanted:
+        extras["peer-recovery"] = run_peer_recovery(args)
+    out = ratios(summary, extras)
     print()
     print_table(summary, out)
     path = Path(args.json)
@@ -219,8 +241,14 @@ def main(argv: list[str]) -> int:
         "benchmark": "run", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "broker": args.broker,
         "records": args.records, "peer_records": args.peer_records, "repeat": args.repeat,
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
-        "summary": summary, "ratios": out, "recovery": recovery.get("summary"), "runs": runs,
+        "summary": summary, "ratios": out, "extras": {k: v for k, v in extras.items() if k not in ("recovery", "peer-recovery")},
+        "recovery": (extras.get("recovery") or {}).get("summary"),
+        "peer_recovery": (extras.get("peer-recovery") or {}).get("summary"), "runs": runs,
     }, indent=2))
     print(f"\nresults written to {path}")
-    failed = [s for s, v in summary.items() if not v.get("ok_runs")]
+    failed = [s for s, v in summary.items() if not v.get("ok_runs")] + [
+        name for name, v in extras.items() if "error" in v or v.get("ok_runs") == 0 or
+        (name.endswith("recovery") and not any(s.get("ok_runs") for s in (v.get("summary") or {}).values()))]
+    if failed:
+        print(f"FAILED: {', '.join(failed)}")
     return 1 if failed else 0

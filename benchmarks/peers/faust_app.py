@@ -68,5 +68,5 @@ async def process(stream):
 
 
 if __name__ == "__main__":
-    sys.argv = [sys.argv[0], "worker", "-l", "warn"]
+    sys.argv = [sys.argv[0], "worker", "-l", "warn", "--without-web"]  # web_enabled=False alone is overridden
     app.main()

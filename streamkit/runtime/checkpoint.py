@@ -76,11 +76,14 @@ class Checkpoint:
             changes = [(p, p.prepare()) for p in self.participants]
             # Streams wait between records while the producer flushes: a flush racing new sends
             # never ends early, and librdkafka stops batching for as long as it runs.
+            # The offsets were taken above, so the commit itself need not hold them (it waits for
+            # the fetch thread: holding streams through it cost up to a fetch timeout of latency).
             barrier = self.router.barrier
             barrier.close()
             try:
                 sent = [await p.send(c, self._producer_for) for p, c in changes]
                 await self.producer.flush()
+                barrier.open()
                 if offsets:
                     await self.consumer.commit(offsets, wait=wait)
             except BaseException:

@@ -12,10 +12,24 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "run", "--broker", broker_address, "--records", "3000",
          "--no-peers", "--recovery-keys", "0", "--repeat", "1",
-         "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful", "--json", str(out)],
+         "--latency-seconds", "3",
+         "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful,latency-confluent",
+         "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "stateless confluent / raw confluent" in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful"}
     assert all(s["ok_runs"] == 1 and s["records"] == 3000 for s in result["summary"].values())
+    latency = result["extras"]["latency-confluent"]
+    assert latency["ok_runs"] == 1 and latency["all_complete"]
+    assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
+
+
+def test_scale_out_measures_one_and_two_workers_in_their_stable_window(broker_address):
+    proc = subprocess.run([sys.executable, "benchmarks/scale_out.py", "--broker", broker_address, "--records", "300000"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["one"]["partitions"] == [4] and sorted(result["two"]["partitions"]) == [2, 2], result
+    assert result["two"]["window_records"] > 0 and result["ratio"] > 0

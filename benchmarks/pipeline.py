@@ -1,0 +1,59 @@
+"""The streamkit pipeline every benchmark scenario runs, defined once.
+
+Stateless: decode an ``Order`` (a Record), add a field, produce a ``ProcessedOrder``.
+Stateful: count orders per user in a RocksDB table (changelog included), produce the count.
+``on_record`` runs for every record before it is transformed (meters, stop conditions).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamkit as sk
+
+PARTITIONS = 4
+
+
+class Order(sk.Record):
+    id: int
+    user: str
+    amount: float
+    ts: float
+
+
+class ProcessedOrder(sk.Record):
+    id: int
+    user: str
+    amount: float
+    ts: float
+    processed: bool
+
+
+class UserCount(sk.Record):
+    user: str
+    count: int
+
+
+def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_topic: str,
+              guarantee: str = "at_least_once", stateful: bool = False,
+              on_record: Callable[[Order], None] = lambda order: None, **settings: Any) -> tuple[sk.App, Any]:
+    """The app and its agent, configured like the other scenarios (6 s sessions, earliest; no
+    web server, so concurrent worker processes do not compete for its port)."""
+    settings.setdefault("web_enabled", False)
+    app = sk.App(group, broker=broker, driver=driver, session_timeout_ms=6000, heartbeat_interval_ms=1000,
+                 auto_offset_reset="earliest", processing_guarantee=guarantee, data_dir=f"/tmp/{group}", **settings)
+    source = app.topic(input_topic, key_type=str, value_type=Order, partitions=PARTITIONS)
+    output = app.topic(output_topic, key_type=str, value_type=UserCount if stateful else ProcessedOrder,
+                       partitions=PARTITIONS)
+    counts = app.Table("counts", default=int, partitions=PARTITIONS) if stateful else None
+
+    @app.agent(source, sink=[output])
+    async def enrich_orders(stream):
+        async for order in stream:
+            on_record(order)
+            if counts is not None:
+                counts[order.user] += 1
+                yield UserCount(order.user, counts[order.user])
+            else:
+                yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+
+    return app, enrich_orders
