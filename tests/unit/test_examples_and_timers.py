@@ -1,7 +1,6 @@
 import asyncio
 import datetime as dt
 import importlib.util
-import sys
 import uuid
 from pathlib import Path
 
