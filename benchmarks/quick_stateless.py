@@ -320,7 +320,8 @@ def print_table(summary: dict[str, dict[str, Any]], ratios: dict[str, float | No
 def parent_main(args: argparse.Namespace) -> None:
     run_id = uuid.uuid4().hex[:8]
     input_topic = f"bench-in-{run_id}"
-    scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
+    known = list(SCENARIOS) + [s for s in STREAMKIT if s not in SCENARIOS]
+    scenarios = [s for s in known if s in args.scenarios.split(",")]
     print(f"broker {args.broker}, {args.records} records, {args.repeat} repeats, run {run_id}", flush=True)
     args.admin = admin_client(args.broker)  # one client, kept alive for all its futures
     create_topic(args.admin, input_topic, PARTITIONS)

@@ -15,6 +15,7 @@ from ..errors import ProducerFenced, TransactionAborted
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .pending import PendingDeliveries
+from .partitioner import default_partitioner
 from .security import aiokafka_common, compression
 
 
@@ -129,7 +130,8 @@ class AiokafkaProducer(Producer):
     def __init__(self, settings: Settings, **overrides: Any) -> None:
         opts = aiokafka_common(settings)
         acks: Any = settings.acks if settings.acks == "all" else int(settings.acks)
-        opts.update(acks=acks, compression_type=compression(settings), linger_ms=settings.linger_ms)
+        opts.update(acks=acks, compression_type=compression(settings), linger_ms=settings.linger_ms,
+                    partitioner=default_partitioner)  # aiokafka's placement, with memoised hashes
         if overrides.get("transactional_id"):
             opts.update(enable_idempotence=True, transaction_timeout_ms=settings.transaction_timeout_ms)
         opts.update(settings.producer_config)

@@ -86,3 +86,16 @@ def test_gc_tuning_is_held_while_any_worker_runs_and_restored_after_the_last():
     assert gc.get_freeze_count() == 0
     gc_tuning.acquire(0)  # 0 leaves the collector alone
     assert gc.get_threshold() == before
+
+
+def test_memoised_partitioner_places_keys_like_aiokafkas_default():
+    from aiokafka.partitioner import DefaultPartitioner
+
+    from streamkit.transport.partitioner import default_partitioner, partition_for_key
+
+    for i in range(2000):
+        key = f"user-{i}".encode()
+        for n in (1, 3, 4, 12):
+            assert default_partitioner(key, list(range(n)), []) == DefaultPartitioner()(key, list(range(n)), [])
+            assert partition_for_key(key, n) == DefaultPartitioner()(key, list(range(n)), [])
+    assert default_partitioner(None, [0, 1, 2], [2]) == 2  # keyless: an available partition
