@@ -29,7 +29,8 @@ def run_latency(args: argparse.Namespace, driver: str, stateless_rps: float | No
         result = latency.measure(args.broker, driver, rate, args.latency_seconds)
         runs.append(result)
         print(f"  latency-{driver} #{rep + 1} at {rate:,} rec/s: "
-              + (f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms"
+              + (f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms, "
+                 f"harness {result['harness_cpu_cores']:.2f} cores"
                  if "error" not in result else f"FAILED {result['error']}"), flush=True)
     ok = [r for r in runs if "error" not in r]
     if not ok:

@@ -7,7 +7,8 @@ Three processes, so none of them steals the others' interpreter: the streamkit w
 (paced every millisecond) whose ``ts`` field is the wall-clock time at produce, and this
 process, which reads the output topic and takes ``receipt time - ts`` for every record. The
 first 3 seconds (a quarter of a shorter run) are left out. The generator starts once the worker owns all input
-partitions. Reports p50/p90/p99/p99.9/max in milliseconds and the rate actually achieved.
+partitions. Reports p50/p90/p99/p99.9/max in milliseconds the rate actually achieved, and the CPU cores worker, generator
+and reader used together (of the machine's; the broker's come on top).
 `python -m benchmarks run` runs it at half the stateless throughput it measured.
 """
 from __future__ import annotations
@@ -16,12 +17,13 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from common import ROOT, admin_client, create_topic, delete_topics
 
@@ -83,8 +85,9 @@ def generator_main(args: argparse.Namespace) -> None:
 # -- the measuring parent --------------------------------------------------------------------------
 
 
-def read_latencies(broker: str, topic: str, expect: int, until: float) -> list[tuple[float, float]]:
-    """(produced-at, latency seconds) of every output record, read as soon as it is there."""
+def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], until: float) -> list[tuple[float, float]]:
+    """(produced-at, latency seconds) of every output record, read as soon as it is there, until
+    ``expected()`` (None while the generator still runs) records have come or ``until``."""
     import orjson
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -94,7 +97,10 @@ def read_latencies(broker: str, topic: str, expect: int, until: float) -> list[t
     out: list[tuple[float, float]] = []
     loads = orjson.loads
     try:
-        while len(out) < expect and time.time() < until:
+        while time.time() < until:
+            goal = expected()
+            if goal is not None and len(out) >= goal:
+                break
             first = consumer.poll(0.1)  # consume(n, t) alone would wait for n records or t
             if first is None:
                 continue
@@ -107,6 +113,17 @@ def read_latencies(broker: str, topic: str, expect: int, until: float) -> list[t
     finally:
         consumer.close()
     return out
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of a live process, from /proc/<pid>/stat (utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float = 3.0,
@@ -129,9 +146,20 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
             raise RuntimeError(f"worker did not start: {line!r} {worker.stderr.read()[-2000:] if worker.stderr else ''}")
         generator = subprocess.Popen(base + ["--role", "generator", "--rate", str(rate), "--seconds", str(seconds)],
                                      stdout=subprocess.PIPE, text=True, env=env)
-        latencies = read_latencies(broker, output_topic, int(rate * seconds), time.time() + seconds + timeout)
-        gen_out, _ = generator.communicate(timeout=timeout)
-        sent = json.loads(gen_out.split("RESULT ", 1)[1])["sent"]
+        wall0, reader0, worker0, children0 = time.perf_counter(), time.process_time(), process_cpu(worker.pid), children_cpu()
+        sent: list[int] = []
+
+        def expected() -> int | None:
+            if not sent and generator.poll() is not None:
+                out = generator.stdout.read() if generator.stdout else ""
+                sent.append(json.loads(out.split("RESULT ", 1)[1])["sent"])
+            return sent[0] if sent else None
+
+        latencies = read_latencies(broker, output_topic, expected, time.time() + seconds + timeout)
+        generator.wait(timeout=timeout)
+        expected()
+        used = (time.process_time() - reader0) + (process_cpu(worker.pid) - worker0) + (children_cpu() - children0)
+        cores = used / (time.perf_counter() - wall0)  # worker + generator + reader, in the measured window
     finally:
         if worker.stdin:
             worker.stdin.close()
@@ -143,11 +171,12 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
     start = min(ts for ts, _ in latencies) + min(warmup, seconds / 4) if latencies else 0.0
     kept = sorted(lat * 1000 for ts, lat in latencies if ts >= start)
     if not kept:
-        return {"error": "no output records", "sent": sent, "received": len(latencies)}
-    return {"driver": driver, "rate": rate, "seconds": seconds, "sent": sent, "received": len(latencies),
+        return {"error": "no output records", "sent": sent[0], "received": len(latencies)}
+    return {"driver": driver, "rate": rate, "seconds": seconds, "sent": sent[0], "received": len(latencies),
             "measured": len(kept), "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),
             "p99_ms": percentile(kept, 0.99), "p999_ms": percentile(kept, 0.999), "max_ms": kept[-1],
-            "complete": len(latencies) >= sent}
+            "complete": len(latencies) >= sent[0],
+            "harness_cpu_cores": cores}
 
 
 def main() -> None:
