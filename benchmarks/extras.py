@@ -82,6 +82,6 @@ def run_peer_recovery(args: argparse.Namespace) -> dict[str, Any]:
     """Quix Streams and faust-streaming restoring their own changelogs into empty stores."""
     faust_keys = min(args.recovery_keys, args.peer_recovery_faust_keys)
     cmd = [sys.executable, str(HERE / "peer_recovery.py"), "--broker", args.broker, "--keys", str(args.recovery_keys),
-           "--faust-keys", str(faust_keys), "--repeat", str(args.repeat)]
+           "--faust-keys", str(faust_keys), "--repeat", str(args.repeat), "--timeout", str(args.timeout)]
     return run_json_script(cmd, Path(args.json).with_name("peer_recovery.json"), args.timeout * 12,
                            f"peer recovery: quix {args.recovery_keys} keys, faust {faust_keys} keys")
