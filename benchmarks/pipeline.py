@@ -2,11 +2,12 @@
 
 Stateless: decode an ``Order`` (a Record), add a field, produce a ``ProcessedOrder``.
 Stateful: count orders per user in a RocksDB table (changelog included), produce the count.
-``on_record`` runs for every record before it is transformed (meters, stop conditions).
+``on_record`` runs for every record before it is transformed (meters, stop conditions);
+``before_start`` is awaited once before the agent takes its first record.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import streamkit as sk
 
@@ -35,7 +36,8 @@ class UserCount(sk.Record):
 
 def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_topic: str,
               guarantee: str = "at_least_once", stateful: bool = False,
-              on_record: Callable[[Order], None] = lambda order: None, **settings: Any) -> tuple[sk.App, Any]:
+              on_record: Callable[[Order], None] = lambda order: None,
+              before_start: Callable[[], Awaitable[None]] | None = None, **settings: Any) -> tuple[sk.App, Any]:
     """The app and its agent, configured like the other scenarios (6 s sessions, earliest; no
     web server, so concurrent worker processes do not compete for its port)."""
     settings.setdefault("web_enabled", False)
@@ -48,6 +50,8 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
 
     @app.agent(source, sink=[output])
     async def enrich_orders(stream):
+        if before_start is not None:  # holding no record, so rebalances meanwhile stay quick
+            await before_start()
         async for order in stream:
             on_record(order)
             if counts is not None:

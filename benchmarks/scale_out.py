@@ -2,9 +2,10 @@
 
     python benchmarks/scale_out.py --broker 127.0.0.1:19092 --driver confluent --records 1000000
 
-Each run starts ``--workers`` processes in one fresh consumer group over the same input topic.
-Every worker records when its assignment last changed and, every 50 ms, how many records it
-has processed. The rate counts only the window in which the group is stable and every worker
+Each run starts 1, then 2 processes in one fresh consumer group over the same input topic. A
+worker takes its first record only once it owns its share of the partitions (so one that joined
+first does not race ahead alone). Every worker records when its assignment last changed and,
+every 50 ms, how many records it has processed. The rate counts only the window in which the group is stable and every worker
 is still busy: from the last assignment change of any worker to the moment the first worker
 runs out of records (after that its partner works alone, which says nothing about scaling).
 So group joins and the tail are excluded alike for 1 and 2 workers, and the ratio compares
@@ -37,8 +38,19 @@ async def worker_main(args: argparse.Namespace) -> None:
     def on_record(_order: Any) -> None:
         state["n"] += 1
 
+    app: Any = None
+
+    async def my_share_assigned() -> None:
+        """Start once this worker owns its share: a worker that started alone never races
+        ahead on all partitions before its partner joins (bounded: start anyway after 60 s)."""
+        share = PARTITIONS // args.workers
+        for _ in range(1200):
+            if sum(1 for tp in app.runtime.assigned if tp.topic == args.input) == share:
+                return
+            await asyncio.sleep(0.05)
+
     app, _ = build_app(group=args.group, broker=args.broker, driver=args.driver, input_topic=args.input,
-                       output_topic=args.output, on_record=on_record)
+                       output_topic=args.output, on_record=on_record, before_start=my_share_assigned)
     samples: list[tuple[float, int]] = []
     assignment: frozenset = frozenset()
     assigned_at = time.time()
@@ -80,7 +92,7 @@ def measure(broker: str, driver: str, input_topic: str, workers: int, timeout: f
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--role", "worker", "--broker", broker, "--driver", driver,
-           "--input", input_topic, "--output", output, "--group", group]
+           "--input", input_topic, "--output", output, "--group", group, "--workers", str(workers)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for _ in range(workers)]
     results = []
@@ -116,6 +128,7 @@ def main() -> None:
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "worker":
         asyncio.run(worker_main(args))
