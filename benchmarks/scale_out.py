@@ -53,21 +53,22 @@ async def worker_main(args: argparse.Namespace) -> None:
                        output_topic=args.output, on_record=on_record, before_start=my_share_assigned)
     samples: list[tuple[float, int]] = []
     assignment: frozenset = frozenset()
-    assigned_at = time.time()
+    changes: list[tuple[float, int]] = [(time.time(), 0)]  # (when, how many input partitions)
     async with app.running():
         while True:
             await asyncio.sleep(0.05)
             now = time.time()
             mine = frozenset(tp for tp in app.runtime.assigned if tp.topic == args.input)
             if mine != assignment:
-                assignment, assigned_at = mine, now
+                assignment = mine
+                changes.append((now, len(mine)))
             if not samples or samples[-1][1] != state["n"]:
                 state["last"] = now
             samples.append((now, state["n"]))
             if state["n"] and now - state["last"] > IDLE_EXIT_S:
                 break
-    print("RESULT " + json.dumps({"assigned_at": assigned_at, "partitions": len(assignment),
-                                  "last_record_at": state["last"], "processed": state["n"], "samples": samples}),
+    print("RESULT " + json.dumps({"assignments": changes, "last_record_at": state["last"], "processed": state["n"],
+                                  "samples": samples}),
           flush=True)
 
 
@@ -108,15 +109,17 @@ def measure(broker: str, driver: str, input_topic: str, workers: int, timeout: f
             if proc.poll() is None:
                 proc.kill()
         delete_topics(admin, [output, f"{group}-dlq", f"{group}-__leader", f"{group}-replies"])
-    start = max(r["assigned_at"] for r in results)
+    # The window ends when the first worker runs dry (its partner's later rebalance, when it
+    # leaves, is after the window); it starts at the last assignment change before that.
     end = min(r["last_record_at"] for r in results)
+    last_change = [max((c for c in r["assignments"] if c[0] <= end), key=lambda c: c[0]) for r in results]
+    start = max(t for t, _ in last_change)
+    partitions = [n for _, n in last_change]
     if end - start < 0.5:
-        return {"workers": workers, "error": f"stable window too short ({end - start:.2f}s)",
-                "partitions": [r["partitions"] for r in results]}
+        return {"workers": workers, "error": f"stable window too short ({end - start:.2f}s)", "partitions": partitions}
     records = sum(processed_at(r["samples"], end) - processed_at(r["samples"], start) for r in results)
     return {"workers": workers, "records_per_s": records / (end - start), "window_s": end - start,
-            "window_records": records, "processed": [r["processed"] for r in results],
-            "partitions": [r["partitions"] for r in results]}
+            "window_records": records, "processed": [r["processed"] for r in results], "partitions": partitions}
 
 
 def main() -> None:
