@@ -22,27 +22,16 @@ empty); table ``counts`` (RocksDB store, 4 partitions) whose changelog is faust'
   the table instance; one batch = ``recovery_buffer_size`` = 1000 events) separate start-up from
   the restore itself.
 """
-import argparse
 import json
 import os
 import random
-import resource
 import sys
 import time
 
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from measure import cpu, peak_rss_mb, recovery_args  # peers/ is the script directory
 
 
-p = argparse.ArgumentParser()
-p.add_argument("--broker", required=True)
-p.add_argument("--keys", type=int, required=True)
-p.add_argument("--phase", choices=("fill", "restore"), required=True)
-p.add_argument("--group", required=True)
-p.add_argument("--state-dir")
-args, _ = p.parse_known_args()
+args = recovery_args()
 CHANGELOG = f"{args.group}-counts-changelog"
 SPOT_CHECKS = 200
 
@@ -128,7 +117,7 @@ def restore() -> None:
         os.write(1, ("RESULT " + json.dumps({
             "scenario": "faust-recovery", "records": records, "keys": keys, "elapsed_s": elapsed,
             "records_per_s": records / elapsed, "cpu_s": cpu_s,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mb": peak_rss_mb(),
             "verified": keys == args.keys and records == args.keys and not bad, "bad": bad[:5],
             "partitions_restored": sorted(store._dbs), "batches": len(batches),
             "first_batch_s": batches[0] - t0 if batches else None, "last_batch_s": batches[-1] - t0 if batches else None,

@@ -22,27 +22,16 @@ default RocksDB store, whose changelog Quix names ``changelog__G--G-in--default`
   ``recovery_call_s`` (start -> ``do_recovery()`` called) separates start-up (group join,
   committed/watermark look-ups on assignment) from the restore itself.
 """
-import argparse
 import json
 import random
-import resource
 import shutil
 import tempfile
 import time
 
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from measure import cpu, peak_rss_mb, recovery_args  # peers/ is the script directory
 
 
-p = argparse.ArgumentParser()
-p.add_argument("--broker", required=True)
-p.add_argument("--keys", type=int, required=True)
-p.add_argument("--phase", choices=("fill", "restore"), required=True)
-p.add_argument("--group", required=True)
-p.add_argument("--state-dir")
-args = p.parse_args()
+args = recovery_args()
 INPUT = f"{args.group}-in"
 CHANGELOG = f"changelog__{args.group}--{INPUT}--default"
 SPOT_CHECKS = 200
@@ -125,7 +114,7 @@ def main() -> None:
         result.update(records=records, records_per_s=records / result["elapsed_s"],
                       verified=result["keys"] == args.keys and records == args.keys and not result["bad"],
                       notes="clock: before Application() -> StateStoreManager.do_recovery() returned (after imports)")
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = peak_rss_mb()
     print("RESULT " + json.dumps(result), flush=True)
 
 
