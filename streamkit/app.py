@@ -47,6 +47,8 @@ class App:
         self.cluster_topic = Topic(self, f"{id}-__cluster", partitions=1, internal=True,
                                    config={"cleanup.policy": "compact"})  # keyed by worker URL
         self.web: Any = None
+        self.spark_spec: str | None = None  # module:attribute for Spark tasks (found when unset)
+        self._spark: Any = None
 
     def __repr__(self) -> str:
         return f"<App {self.id!r} broker={self.conf.broker} driver={self.conf.driver}>"
@@ -68,11 +70,13 @@ class App:
         return topic
 
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
-              sink: Iterable[Any] | None = None) -> Callable[[Callable[..., Any]], Agent]:
-        """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent.
+              sink: Iterable[Any] | None = None, _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
+        """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
+        plain ``def fn(value)`` whose result (unless None) goes to the sinks.
 
         Without a channel the agent gets its own topic ``<app-id>-<name>``.
         """
+        fold = _fold
 
         def decorate(fun: Callable[..., Any]) -> Agent:
             agent_name = name or fun.__name__
@@ -84,9 +88,21 @@ class App:
                 topic = self.topic(channel)
             else:
                 topic = channel
-            agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink)
+            agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink, fold=fold)
             self.agents[agent_name] = agent
             return agent
+
+        return decorate
+
+    def fold(self, channel: Topic | str, *, table: Any, name: str | None = None,
+             sink: Iterable[Any] | None = None) -> Callable[[Callable[..., Any]], Agent]:
+        """Decorate ``def fn(state, value) -> (state, outputs)``: a keyed fold whose state per
+        record key lives in ``table``; outputs go to ``sink`` under the record's key. The same
+        definition runs in the worker and on Spark (``app.spark.run``)."""
+        from .agents.fold import Fold
+
+        def decorate(fun: Callable[..., Any]) -> Agent:
+            return self.agent(channel, name=name or fun.__name__, sink=sink, _fold=Fold(fun, table))(fun)
 
         return decorate
 
@@ -206,6 +222,17 @@ class App:
 
     async def flush(self) -> None:
         await (await self.producer()).flush()
+
+    @property
+    def spark(self) -> Any:
+        """Run this app's agents and read its topics and tables on Spark (``streamkit[spark]``)."""
+        if self._spark is None:
+            try:
+                from .spark.facade import SparkFacade
+            except ImportError as exc:
+                raise ConfigurationError(f"Spark support needs the spark extra: pip install 'streamkit[spark]' ({exc})") from None
+            self._spark = SparkFacade(self)
+        return self._spark
 
     @property
     def is_leader(self) -> bool:

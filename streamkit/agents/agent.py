@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..streams.stream import Stream
+from .fold import Fold, per_record
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
 
 if TYPE_CHECKING:
@@ -30,15 +31,22 @@ class Agent:
     """An ``@app.agent`` function bound to its input topic."""
 
     def __init__(self, app: "App", fun: AgentFun, topic: "Topic", *, name: str, concurrency: int = 1,
-                 sink: Iterable[Any] | None = None) -> None:
+                 sink: Iterable[Any] | None = None, fold: "Fold | None" = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         self.app = app
-        self.fun = fun
+        self.source_fun = fun  # as declared (Spark inspects it)
         self.topic = topic
         self.name = name
         self.concurrency = concurrency
         self.sinks = list(sink or [])
+        self.fold = fold
+        self.per_record = not (inspect.iscoroutinefunction(fun) or inspect.isasyncgenfunction(fun))
+        if fold is not None:
+            fun = fold.body()
+        elif self.per_record:
+            fun = per_record(fun)  # a plain function of one value: its result is the output
+        self.fun = fun
         self.is_generator = inspect.isasyncgenfunction(fun)
         self.restarts = 0
         self._runtime: "Runtime | None" = None
@@ -46,7 +54,7 @@ class Agent:
         self._repartitions: dict[tuple[str, int], Stream] = {}
         self._internal_subscribers: dict[str, Subscriber] = {}
         self._forwarders: list[asyncio.Task] = []
-        self.__doc__ = fun.__doc__
+        self.__doc__ = self.source_fun.__doc__
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} topic={self.topic.name} concurrency={self.concurrency}>"

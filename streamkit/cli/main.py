@@ -267,3 +267,12 @@ def dev_broker(port: int | None) -> None:
 
 def main() -> None:
     cli()
+
+
+def _register_spark() -> None:
+    from .spark_command import spark
+
+    cli.add_command(spark)
+
+
+_register_spark()

@@ -24,6 +24,19 @@ HEADER_OFFSET = "streamkit-source-offset"
 HEADER_APP = "streamkit-app"
 
 
+def dead_letter_headers(message: Message, error: BaseException, stage: str, app_id: str) -> list[tuple[str, bytes]]:
+    """The original headers plus why and where the record failed (the worker and Spark share this)."""
+    return list(message.headers) + [
+        (HEADER_ERROR, str(error).encode()[:4096]),
+        (HEADER_ERROR_TYPE, type(error).__name__.encode()),
+        (HEADER_STAGE, stage.encode()),
+        (HEADER_TOPIC, message.topic.encode()),
+        (HEADER_PARTITION, str(message.partition).encode()),
+        (HEADER_OFFSET, str(message.offset).encode()),
+        (HEADER_APP, app_id.encode()),
+    ]
+
+
 class ErrorPolicy:
     """Applies the configured policy; counts what it did for metrics and tests."""
 
@@ -61,14 +74,6 @@ class ErrorPolicy:
         if self.policy == "skip":
             self.counts["skip"] += 1
             return
-        headers = list(message.headers) + [
-            (HEADER_ERROR, str(error).encode()[:4096]),
-            (HEADER_ERROR_TYPE, type(error).__name__.encode()),
-            (HEADER_STAGE, stage.encode()),
-            (HEADER_TOPIC, message.topic.encode()),
-            (HEADER_PARTITION, str(message.partition).encode()),
-            (HEADER_OFFSET, str(message.offset).encode()),
-            (HEADER_APP, self.app_id.encode()),
-        ]
+        headers = dead_letter_headers(message, error, stage, self.app_id)
         await self._producer().send(self.dlq_topic, message.key, message.value, headers=headers, track=False)
         self.counts["dlq"] += 1

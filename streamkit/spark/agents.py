@@ -1,0 +1,279 @@
+"""Agents inside Spark tasks: the worker's own agent code, fed one micro-batch partition at a time.
+
+A stateless agent runs through ``mapInArrow``: its async generator iterates a real ``Stream``
+over the task's records, and the stream ends (``EndOfInput``) when they are used up. A keyed
+fold runs through ``transformWithState``: Spark groups a micro-batch by key, the step function
+runs over each key's records in (partition, offset) order, and the state lives in Spark's state
+store. What Spark cannot reproduce exactly is refused before the query starts (``check_runnable``).
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+
+from ..errors import ConfigurationError
+from ..runtime.dead_letters import dead_letter_headers
+from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..streams.stream import Stream
+from ..transport.base import TP, Message
+from . import rows
+from .apps import load_app
+
+if TYPE_CHECKING:
+    from ..agents.agent import Agent
+
+log = logging.getLogger("streamkit.spark.agents")
+
+_REFUSED_METHODS = {
+    "group_by": "it re-keys the stream through a repartition topic (read the re-keyed topic instead)",
+    "through": "it forwards through another topic (run the agent of that topic instead)",
+    "take": "take() batches by wall-clock time, which a replayed micro-batch cannot reproduce",
+}
+
+
+class SparkUnsupported(ConfigurationError):
+    """The agent does something a Spark job cannot run exactly as the worker would."""
+
+
+def _code_names(fun: Any) -> set[str]:
+    """Every global and attribute name the function's code (and nested code) mentions."""
+    names: set[str] = set()
+    stack = [getattr(fun, "__code__", None)]
+    while stack:
+        code = stack.pop()
+        if code is None:
+            continue
+        names.update(code.co_names)
+        stack.extend(c for c in code.co_consts if inspect.iscode(c))
+    return names
+
+
+def check_runnable(agent: "Agent") -> None:
+    """Raise SparkUnsupported naming the reason when ``agent`` cannot run on Spark."""
+    from ..agents.agent import Agent
+    from ..app import App
+    from ..tables.table import Table
+    from ..topics import Topic
+
+    fun = agent.fold.fun if agent.fold is not None else agent.source_fun
+    what = f"agent {agent.name!r} cannot run on Spark"
+    if agent.fold is None and not agent.per_record and not inspect.isasyncgenfunction(fun):
+        raise SparkUnsupported(f"{what}: it is a coroutine, so everything it does is a side effect; "
+                               "make it an async generator that yields its outputs to sinks")
+    for sink in agent.sinks:
+        if not isinstance(sink, (Topic, Agent)):
+            raise SparkUnsupported(f"{what}: sink {sink!r} is a callable (a side effect Spark could repeat); "
+                                   "sink to a topic")
+    names = _code_names(fun)
+    for method, reason in _REFUSED_METHODS.items():
+        if method in names:
+            raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")
+    closure = inspect.getclosurevars(fun)
+    for name, value in {**closure.globals, **closure.nonlocals}.items():
+        if isinstance(value, Table):
+            kind = "global table" if value.is_global else "table"
+            raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); tables are read across keys "
+                                   "in the worker only; keep per-key state with app.fold")
+        if isinstance(value, (Topic, Agent, App)):
+            raise SparkUnsupported(f"{what}: it uses {name} ({value!r}) to send or ask directly, a side effect "
+                                   "Spark could repeat; yield outputs to the agent's sinks instead")
+
+
+class EndOfInput(BaseException):
+    """The task's records are used up (BaseException: an agent's ``except Exception`` lets it pass)."""
+
+
+class _FiniteInbox:
+    """A Subscriber inbox holding one batch; asking for more ends the agent's iteration."""
+
+    def __init__(self, batch: Batch) -> None:
+        self._batch: Batch | None = batch
+
+    def get_nowait(self) -> Batch:
+        if self._batch is None:
+            raise asyncio.QueueEmpty
+        batch, self._batch = self._batch, None
+        return batch
+
+    async def get(self) -> Batch:
+        if self._batch is None:
+            raise EndOfInput
+        return self.get_nowait()
+
+
+class SinkRows:
+    """Output rows in the sink's columns, filled per record, handed to Spark as one Arrow batch."""
+
+    def __init__(self) -> None:
+        self.topic: list[str] = []
+        self.partition: list[int | None] = []
+        self.key: list[bytes | None] = []
+        self.value: list[bytes | None] = []
+        self.headers: list[Any] = []
+        self.schema = rows.arrow_schema(rows.SINK_SCHEMA)
+
+    def add(self, topic: str, key: bytes | None, value: bytes | None, headers: Any = None,
+            partition: int | None = None) -> None:
+        self.topic.append(topic)
+        self.partition.append(partition)
+        self.key.append(key)
+        self.value.append(value)
+        self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+    def batch(self) -> pa.RecordBatch:
+        cols = [self.topic, self.partition, self.key, self.value, self.headers]
+        return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
+
+
+class AgentRun:
+    """One agent's outputs and error policy as a task applies them (the worker's rules)."""
+
+    def __init__(self, app_spec: str, agent_name: str) -> None:
+        from ..agents.agent import Agent
+
+        self.app = load_app(app_spec)
+        self.agent: Agent = self.app.agents[agent_name]
+        self.sinks = [sink.topic if isinstance(sink, Agent) else sink for sink in self.agent.sinks]
+        self.policy = self.app.conf.error_policy
+        self.out = SinkRows()
+
+    def emit(self, event: Event, value: Any) -> None:
+        for sink in self.sinks:
+            self.out.add(sink.name, sink.key_codec.encode(event.key), sink.value_codec.encode(value))
+
+    def failed(self, stage: str, message: Message, exc: BaseException) -> None:
+        where = f"{message.topic}[{message.partition}]@{message.offset}"
+        if self.policy == "stop":
+            raise ConfigurationError(f"{stage} failed for {where} and error_policy=stop: {exc!r}") from exc
+        log.error("%s failed for %s, policy=%s: %s", stage, where, self.policy, exc)
+        if self.policy == "dlq":
+            self.out.add(self.app.dlq_topic_name, message.key, message.value,
+                         dead_letter_headers(message, exc, stage, self.app.id))
+
+    def decode(self, messages: list[Message]) -> list[Event]:
+        decode_key, decode_value = self.agent.topic.key_codec.decode, self.agent.topic.value_codec.decode
+        events = []
+        for message in messages:
+            try:
+                events.append(Event(decode_key(message.key), decode_value(message.value), message))
+            except Exception as exc:
+                self.failed("decode", message, exc)
+        return events
+
+
+def messages_of(batch: pa.RecordBatch) -> list[Message]:
+    cols = batch.to_pydict()
+    stamps = [None if t is None else int(t.timestamp() * 1000) for t in cols["timestamp"]]
+    return [Message(t, p, o, k, v, [(h["key"], h["value"]) for h in hs] if hs else None, ts)
+            for t, p, o, k, v, hs, ts in zip(cols["topic"], cols["partition"], cols["offset"], cols["key"],
+                                            cols["value"], cols["headers"], stamps)]
+
+
+async def drive(run: AgentRun, events: list[Event]) -> None:
+    """Feed ``events`` through the agent's generator; a failing record is retried like in the
+    worker (``agent_retries``), then given to the error policy, and the agent restarts after it."""
+    agent, retries = run.agent, run.app.conf.agent_retries
+    remaining, attempts = events, 0
+    while remaining:
+        batch = Batch(TP(remaining[0].topic, remaining[0].partition), remaining)
+        subscriber = Subscriber(f"spark:{agent.name}", 1)
+        subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
+        stream = Stream(subscriber, topic=agent.topic)
+        try:
+            async for output in agent.fun(stream):
+                run.emit(processing.get(), output)
+            remaining = remaining[batch.acked:]  # the agent returned: restart it on the rest
+        except EndOfInput:
+            return
+        except Exception as exc:
+            held = stream.held_events()
+            if not held:
+                raise
+            index = remaining.index(held[0])
+            attempts += 1
+            if attempts <= retries:
+                remaining = remaining[index:]
+                continue
+            for event in held:
+                run.failed(f"agent {agent.name}", event.message, exc)
+            remaining, attempts = remaining[index + len(held):], 0
+
+
+class AgentTask:
+    """The ``mapInArrow`` function of a stateless agent (pickled to tasks: names, not objects)."""
+
+    def __init__(self, app_spec: str, agent_name: str) -> None:
+        self.app_spec, self.agent_name = app_spec, agent_name
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        run = AgentRun(self.app_spec, self.agent_name)
+        loop = asyncio.new_event_loop()
+        try:
+            for batch in batches:
+                events = run.decode(messages_of(batch))
+                if events:
+                    loop.run_until_complete(drive(run, events))
+                yield run.out.batch()
+                run.out = SinkRows()
+        finally:
+            loop.close()
+
+
+def fold_processor(app_spec: str, agent_name: str) -> Any:
+    """A StatefulProcessor running the agent's fold step over each key's records."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from ..tables.table import WrongPartition
+
+    state_schema = StructType([StructField("state", BinaryType(), True)])
+
+    class FoldProcessor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.run = AgentRun(app_spec, agent_name)
+            self.fold = self.run.agent.fold
+            self.state = handle.getValueState("state", state_schema)
+
+        def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            run, fold, table = self.run, self.fold, self.fold.table
+            ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
+            state = table.value_codec.decode(self.state.get()[0]) if self.state.exists() else fold.initial()
+            run.out = SinkRows()
+            events = run.decode([Message(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
+                                         [(h["key"], h["value"]) for h in r["headers"] or ()], None)
+                                 for r in ordered])
+            changed = False
+            for event in events:
+                key_bytes = table.key_codec.encode(event.key) or b""
+                if table.partition_of(key_bytes) != event.partition:  # as the worker's table refuses it
+                    run.failed(f"agent {run.agent.name}", event.message, WrongPartition(
+                        f"table {table.name!r}: key {event.key!r} belongs to partition {table.partition_of(key_bytes)}, "
+                        f"but the record came from {event.topic}[{event.partition}]"))
+                    continue
+                try:
+                    new_state, outputs = fold.step(state, event.value)
+                except Exception as exc:
+                    run.failed(f"agent {run.agent.name}", event.message, exc)
+                    continue
+                state, changed = new_state, True
+                for output in outputs:
+                    run.emit(event, output)
+            if changed:
+                encoded = table.value_codec.encode(state)
+                self.state.update((encoded,))
+                key_bytes = table.key_codec.encode(events[0].key) or b""
+                run.out.add(table.changelog.name, key_bytes, encoded, partition=table.partition_of(key_bytes))
+            out = run.out
+            for i in range(len(out.topic)):
+                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
+                          headers=out.headers[i])
+
+        def close(self) -> None:
+            pass
+
+    return FoldProcessor()

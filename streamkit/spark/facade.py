@@ -1,0 +1,191 @@
+"""``app.spark``: the app's topics, tables and agents as Spark DataFrames and streaming queries."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigurationError
+from ..transport.security import confluent_common
+from . import rows
+from .agents import AgentTask, check_runnable, fold_processor
+from .apps import spec_of
+from .session import spark_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from ..agents.agent import Agent
+    from ..app import App
+    from ..tables.table import Table
+    from ..topics import Topic
+
+log = logging.getLogger("streamkit.spark")
+
+
+class SparkFacade:
+    """Created on first use of ``app.spark``; the SparkSession starts on first need."""
+
+    def __init__(self, app: "App") -> None:
+        self.app = app
+        self._session: "SparkSession | None" = None
+        self.master = "local[2]"
+
+    @property
+    def session(self) -> "SparkSession":
+        if self._session is None:
+            self._session = spark_session(self.master)
+        return self._session
+
+    def use(self, session: "SparkSession") -> None:
+        """Run on an existing session (the data source is registered on it)."""
+        from .session import register
+
+        register(session)
+        self._session = session
+
+    def options(self, **extra: Any) -> dict[str, str]:
+        """The data source options that connect to this app's broker."""
+        opts = {f"kafka.{k}": str(v) for k, v in confluent_common(self.app.conf).items()}
+        opts.update({k: str(v) for k, v in extra.items() if v is not None})
+        return opts
+
+    def _topic(self, topic: "Topic | str") -> "Topic":
+        if isinstance(topic, str):
+            return self.app.topics.get(topic) or self.app.topic(topic)
+        return topic
+
+    # -- DataFrames -----------------------------------------------------------------------------
+
+    def read_topic(self, topic: "Topic | str", *, decode: bool = False, streaming: bool = False,
+                   starting_offsets: str = "earliest", **options: Any) -> "DataFrame":
+        """The topic's records; ``decode=True`` gives one column per field of its Record type."""
+        topic = self._topic(topic)
+        opts = self.options(topic=topic.name, startingOffsets=starting_offsets, **options)
+        if decode:
+            opts.update(decode="true", app=spec_of(self.app))
+        reader = self.session.readStream if streaming else self.session.read
+        return reader.format("streamkit").options(**opts).load()
+
+    def read_table(self, table: "Table") -> "DataFrame":
+        """A table's current contents from its changelog: the latest value per key, deletions dropped.
+
+        Columns ``key`` and ``value`` are decoded with the table's codecs; typed values become
+        Spark types, anything else its JSON text.
+        """
+        from pyspark.sql import functions as F
+
+        raw = self.read_topic(table.changelog)
+        latest = (raw.groupBy("key")
+                  .agg(F.max_by("value", F.struct("partition", "offset")).alias("value"))
+                  .where(F.col("value").isNotNull()))
+        schema = table_schema(table)
+        return latest.mapInArrow(TableDecoder(spec_of(self.app), table.name, schema), schema)
+
+    def write_topic(self, df: "DataFrame", topic: "Topic | str", **options: Any) -> None:
+        """Write ``df`` to ``topic`` (at-least-once batch write, for backfills).
+
+        Columns ``key`` and ``value`` (binary or string) are written as they are; a DataFrame
+        without ``value`` is written as JSON objects of its other columns.
+        """
+        from pyspark.sql import functions as F
+
+        topic = self._topic(topic)
+        if "value" not in df.columns:
+            fields = [c for c in df.columns if c != "key"]
+            df = df.select(*([F.col("key").cast("binary")] if "key" in df.columns else []),
+                           F.to_json(F.struct(*fields)).cast("binary").alias("value"))
+        df.write.format("streamkit").options(**self.options(topic=topic.name, **options)).mode("append").save()
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    def agent(self, agent: "Agent | str") -> "Agent":
+        if isinstance(agent, str):
+            found = self.app.agents.get(agent)
+            if found is None:
+                raise ConfigurationError(f"app {self.app.id!r} has no agent {agent!r} "
+                                         f"(agents: {', '.join(sorted(self.app.agents)) or 'none'})")
+            return found
+        return agent
+
+    def run(self, agent: "Agent | str", *, checkpoint: str, trigger: str | None = None,
+            max_offsets_per_trigger: int | None = None, handoff: bool = True,
+            exactly_once: bool = True) -> "StreamingQuery":
+        """Start ``agent`` as a Structured Streaming query writing exactly once to its sinks.
+
+        ``trigger``: ``"available-now"`` (process what is there, then stop), an interval such as
+        ``"10 seconds"``, or None (next batch as soon as the last ends). With ``handoff`` the
+        query commits its progress to the app's consumer group, so a worker started afterwards
+        continues where Spark stopped.
+        """
+        agent = self.agent(agent)
+        check_runnable(agent)
+        asyncio.run(self.app.ensure_topics())  # sinks, changelogs and the DLQ exist before tasks write
+        spec = spec_of(self.app)
+        source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
+                                 commitGroup=self.app.id if handoff else None)
+        schema = rows.SINK_SCHEMA
+        if agent.fold is None:
+            output = source.mapInArrow(AgentTask(spec, agent.name), schema)
+        else:
+            output = (source.groupBy("key")
+                      .transformWithState(fold_processor(spec, agent.name), schema, "Append", "None"))
+        marker = marker_topic(agent)
+        writer = (output.writeStream.format("streamkit")
+                  .options(**self.options(markerTopic=marker, transactionalIdPrefix=f"{self.app.id}-spark-{agent.name}",
+                                          guarantee="exactly_once" if exactly_once else "at_least_once"))
+                  .option("checkpointLocation", checkpoint)
+                  .queryName(f"{self.app.id}-{agent.name}"))
+        if trigger in ("available-now", "available_now", "availableNow"):
+            writer = writer.trigger(availableNow=True)
+        elif trigger:
+            writer = writer.trigger(processingTime=trigger)
+        return writer.start()
+
+
+def marker_topic(agent: "Agent") -> str:
+    """An existing topic the query writes to, whose partition 0 carries the per-task commit markers."""
+    from ..agents.agent import Agent
+
+    if agent.sinks:
+        sink = agent.sinks[0]
+        return (sink.topic if isinstance(sink, Agent) else sink).name
+    if agent.fold is not None:
+        return agent.fold.table.changelog.name
+    return agent.topic.name
+
+
+def table_schema(table: "Table") -> Any:
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    def column(name: str, tp: Any) -> StructField:
+        if tp is None:
+            return StructField(name, StringType(), True)
+        return StructField(name, rows.spark_type(tp, f"table {table.name} {name}")[0], True)
+
+    return StructType([column("key", table.key_type), column("value", table.value_type)])
+
+
+class TableDecoder:
+    """``mapInArrow`` function: changelog bytes → the table's keys and values."""
+
+    def __init__(self, app_spec: str, table_name: str, schema: Any) -> None:
+        self.app_spec, self.table_name, self.schema = app_spec, table_name, schema
+
+    def __call__(self, batches: Any) -> Any:
+        import pyarrow as pa
+
+        from .apps import load_app
+
+        table = load_app(self.app_spec).tables[self.table_name]
+        arrow = rows.arrow_schema(self.schema)
+        typed = [table.key_type is not None, table.value_type is not None]
+        for batch in batches:
+            cols = batch.to_pydict()
+            keys = [rows.to_plain(table.key_codec.decode(k)) if typed[0] else (k or b"").decode("utf-8", "replace")
+                    for k in cols["key"]]
+            values = [rows.to_plain(table.value_codec.decode(v)) if typed[1] else v.decode("utf-8", "replace")
+                      for v in cols["value"]]
+            yield pa.RecordBatch.from_arrays([pa.array(keys, arrow.field("key").type),
+                                              pa.array(values, arrow.field("value").type)], schema=arrow)

@@ -1,0 +1,218 @@
+"""streamkit on Spark: the data source, the exactly-once sink, and agents and folds run by Spark
+compared with the same definitions run by the worker. One SparkSession (local[2,2], so failed
+tasks are retried) for the module."""
+import asyncio
+import importlib
+import os
+import uuid
+from collections import defaultdict
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+
+from streamkit.testing.helpers import read_topic
+from streamkit.transport.partitioner import partition_for_key
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+N_ORDERS = 600
+
+
+@pytest.fixture(scope="module")
+def orders_app(broker_address, tmp_path_factory):
+    # Set before the session starts: Spark's Python workers inherit the environment of that moment.
+    os.environ["SPARK_ORDERS_BROKER"] = broker_address
+    os.environ["SPARK_ORDERS_RUN"] = uuid.uuid4().hex[:8]
+    os.environ["SPARK_ORDERS_CRASH_FILE"] = str(tmp_path_factory.mktemp("crash") / "crash-once")
+    module = importlib.reload(importlib.import_module("tests.apps.spark_orders"))
+    asyncio.run(module.spark_app.ensure_topics())
+    return module
+
+
+@pytest.fixture(scope="module")
+def spark(orders_app):
+    from streamkit.spark import spark_session
+
+    session = spark_session("local[2,2]", conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "100"})
+    yield session
+    session.stop()
+
+
+def produce(address, topic, records, partitions):
+    """Produce ``(key, value)`` pairs, then one lone record per partition, so that even a broker
+    whose "latest" offset is the last batch's base offset + 1 (the dev broker) reports exact ends."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random", "linger.ms": 5})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value)
+    producer.flush(30)
+    for p in range(partitions):
+        key = next(k for k in (f"tail{i}".encode() for i in range(1000)) if partition_for_key(k, partitions) == p)
+        producer.produce(topic, key=key, value=orjson.dumps({"id": f"{key.decode()}-{uuid.uuid4().hex[:6]}",
+                                                             "user": key.decode(), "amount": 1.0}), partition=p)
+        producer.flush(30)
+    return len(records) + partitions
+
+
+def orders(module, count, start=0, extra=()):
+    return [(f"u{i % 13}".encode(), module.Order(f"o{i}", f"u{i % 13}", float((i * 37) % 100)).dumps())
+            for i in range(start, start + count)] + list(extra)
+
+
+@pytest.fixture(scope="module")
+def source(orders_app, broker_address):
+    """The orders topic, filled once for the module."""
+    topic = orders_app.spark_app.topics[f"orders-{orders_app.RUN}"]
+    total = produce(broker_address, topic.name, orders(orders_app, N_ORDERS), orders_app.PARTITIONS)
+    return topic.name, total
+
+
+def by_key(messages):
+    seen = defaultdict(list)
+    for m in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+        seen[m.key()].append(m.value())
+    return dict(seen)
+
+
+def test_batch_read_equals_a_plain_consumer(orders_app, spark, source, broker_address):
+    name, total = source
+    plain = read_topic(broker_address, name, expect=total)
+    app = orders_app.spark_app
+    app.spark.use(spark)
+    rows = app.spark.read_topic(name).collect()
+    assert len(rows) == len(plain) == total
+    assert sorted((r.partition, r.offset, r.key, r.value) for r in rows) == \
+        sorted((m.partition(), m.offset(), m.key(), m.value()) for m in plain)
+    decoded = app.spark.read_topic(name, decode=True)
+    assert decoded.columns[-3:] == ["id", "user", "amount"]
+    sums = {r.user: r.total for r in decoded.groupBy("user").agg({"amount": "sum"})
+            .withColumnRenamed("sum(amount)", "total").collect()}
+    expected = defaultdict(float)
+    for m in plain:
+        value = orjson.loads(m.value())
+        expected[value["user"]] += value["amount"]
+    assert sums == pytest.approx(dict(expected))
+
+
+def test_streaming_read_resumes_from_its_checkpoint(orders_app, spark, source, broker_address, tmp_path):
+    name, total = source
+    checkpoint, out = str(tmp_path / "checkpoint"), str(tmp_path / "out")
+    app = orders_app.spark_app
+    app.spark.use(spark)
+
+    def run_once():
+        stream = app.spark.read_topic(name, streaming=True, maxOffsetsPerTrigger=150)
+        query = (stream.select("partition", "offset", "key").writeStream.format("parquet")
+                 .option("checkpointLocation", checkpoint).option("path", out).trigger(availableNow=True).start())
+        query.awaitTermination()
+        return [p["numInputRows"] for p in query.recentProgress]
+
+    first = run_once()
+    assert sum(first) == total and max(first) <= 150 + orders_app.PARTITIONS  # admission control held
+    more = produce(broker_address, name, orders(orders_app, 200, start=N_ORDERS), orders_app.PARTITIONS)
+    second = run_once()
+    assert sum(second) == more
+    read = spark.read.parquet(out).collect()
+    coordinates = [(r.partition, r.offset) for r in read]
+    assert len(coordinates) == len(set(coordinates)) == total + more  # no duplicates, no gaps
+    plain = read_topic(broker_address, name, expect=total + more)
+    assert set(coordinates) == {(m.partition(), m.offset()) for m in plain}
+
+
+def run_worker_until(app, topic_counts, broker_address, timeout=60.0):
+    async def go():
+        async with app.running():
+            for topic, count in topic_counts.items():
+                for _ in range(int(timeout * 10)):
+                    if len(read_topic(broker_address, topic, expect=count, timeout=0.5, idle=0.2)) >= count:
+                        break
+                    await asyncio.sleep(0.1)
+    asyncio.run(go())
+
+
+def test_agent_and_fold_on_spark_match_the_worker(orders_app, spark, source, broker_address, tmp_path):
+    name, _ = source
+    plain = read_topic(broker_address, name)  # everything, the streaming test's records too
+    total = len(plain)
+    expected_big = sum(1 for m in plain if orjson.loads(m.value())["amount"] >= 50)
+    run = orders_app.RUN
+    app = orders_app.spark_app
+    app.spark.use(spark)
+    for agent in ("big_orders", "user_totals"):
+        app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now").awaitTermination()
+    run_worker_until(orders_app.worker_app, {f"big-worker-{run}": expected_big, f"totals-worker-{run}": total},
+                     broker_address)
+    for kind, count in (("big", expected_big), ("totals", total)):
+        on_spark = read_topic(broker_address, f"{kind}-spark-{run}", expect=count, isolation="read_committed")
+        on_worker = read_topic(broker_address, f"{kind}-worker-{run}", expect=count)
+        assert len(on_spark) == len(on_worker) == count, kind
+        assert by_key(on_spark) == by_key(on_worker), kind  # same values, same order per key
+        assert {m.key(): m.partition() for m in on_spark} == {m.key(): m.partition() for m in on_worker}
+    # The fold's final states are in the table's changelog, readable as a DataFrame.
+    table = app.spark.read_table(app.tables["totals"]).collect()
+    last = {k: orjson.loads(v[-1]) for k, v in by_key(read_topic(broker_address, f"totals-worker-{run}",
+                                                                 expect=total)).items()}
+    assert {r.key: orjson.loads(r.value) for r in table} == \
+        {k.decode(): [v["total"], v["orders"]] for k, v in last.items()}
+
+
+def delete_last_commit(checkpoint):
+    commits = os.path.join(checkpoint, "commits")
+    last = max((f for f in os.listdir(commits) if f.isdigit()), key=int)
+    for name in (last, f".{last}.crc"):  # the checksum too, as if the file had never been written
+        if os.path.exists(os.path.join(commits, name)):
+            os.remove(os.path.join(commits, name))
+    return int(last)
+
+
+def test_exactly_once_sink_survives_a_driver_crash_after_tasks_committed(orders_app, spark, source, broker_address,
+                                                                          tmp_path):
+    """The state a driver crash leaves between the tasks' commits and Spark's commit log entry is a
+    batch without its commits/N file: the restart replays it, and the tasks' markers skip it."""
+    name, _ = source
+    total = len(read_topic(broker_address, name))
+    app = orders_app.eos_app
+    app.spark.use(spark)
+    out = f"big-eos-{orders_app.RUN}"
+    checkpoint = str(tmp_path / "eos")
+
+    def run(**kwargs):
+        query = app.spark.run("big_orders", checkpoint=checkpoint, trigger="available-now",
+                              max_offsets_per_trigger=200, **kwargs)
+        query.awaitTermination()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    assert run() == total
+    written = len(read_topic(broker_address, out, isolation="read_committed"))
+    replayed_batch = delete_last_commit(checkpoint)
+    assert run() > 0, f"batch {replayed_batch} was not replayed"
+    after = read_topic(broker_address, out, isolation="read_committed")
+    assert len(after) == written
+    assert len({orjson.loads(m.value())["id"] for m in after}) == written
+    # The same crash point without exactly-once writes the replayed batch twice.
+    checkpoint = str(tmp_path / "alo")
+    assert run(exactly_once=False) == total
+    delete_last_commit(checkpoint)
+    assert run(exactly_once=False) > 0
+    assert len(read_topic(broker_address, out, isolation="read_committed")) > 2 * written
+
+
+@pytest.mark.requires("read_committed_hides_aborted")
+def test_exactly_once_sink_survives_a_task_failure_mid_write(orders_app, spark, source, broker_address):
+    """A Python worker dies in the middle of a micro-batch after the sink produced part of it in
+    its transaction; the retried task fences that attempt, and readers see every record once."""
+    name, _ = source
+    app = orders_app.crash_app
+    app.spark.use(spark)
+    extra = [(b"u1", orders_app.Order("crash", "u1", 99.0).dumps())] + orders(orders_app, 300, start=5000)
+    produce(broker_address, name, orders(orders_app, 300, start=4000) + extra, orders_app.PARTITIONS)
+    plain = read_topic(broker_address, name)
+    expected = sorted(orjson.loads(m.value())["id"] for m in plain if orjson.loads(m.value())["amount"] >= 50)
+    with open(os.environ["SPARK_ORDERS_CRASH_FILE"], "w") as flag:
+        flag.write("crash once")
+    query = app.spark.run("big_orders", checkpoint=os.environ["SPARK_ORDERS_CRASH_FILE"] + ".checkpoint",
+                          trigger="available-now")
+    query.awaitTermination()
+    assert not os.path.exists(os.environ["SPARK_ORDERS_CRASH_FILE"]), "the task never crashed"
+    out = read_topic(broker_address, f"big-crash-{orders_app.RUN}", expect=len(expected), isolation="read_committed")
+    assert sorted(orjson.loads(m.value())["id"] for m in out) == expected
