@@ -1,0 +1,106 @@
+"""Agents that Spark cannot run exactly as the worker does are refused, with the reason."""
+import pytest
+
+import streamkit as sk
+
+pytest.importorskip("pyspark")
+
+from streamkit.spark import SparkUnsupported  # noqa: E402
+from streamkit.spark.agents import check_runnable  # noqa: E402
+
+app = sk.App("refusals", broker="kafka://127.0.0.1:1")
+source = app.topic("refusals-in", value_type=int)
+out = app.topic("refusals-out", value_type=int)
+counts = app.Table("counts", default=int)
+rates = app.GlobalTable("rates")
+
+
+@app.agent(source, sink=[out])
+async def doubles(stream):
+    async for value in stream:
+        yield value * 2
+
+
+@app.agent(source, sink=[out])
+def halves(value):
+    return value // 2 if value % 2 == 0 else None
+
+
+@app.fold(source, table=counts, sink=[out])
+def running_sum(total, value):
+    return total + value, [total + value]
+
+
+@app.agent(source)
+async def counting(stream):
+    async for value in stream:
+        counts[value] += 1
+
+
+@app.agent(source, sink=[out])
+async def converting(stream):
+    async for value in stream:
+        yield value * rates.get("eur", 1)
+
+
+@app.agent(source)
+async def forwarding(stream):
+    async for value in stream:
+        await out.send(value=value)
+
+
+@app.agent(source, sink=[out])
+async def regrouping(stream):
+    async for value in stream.group_by(lambda v: v % 3, name="mod3"):
+        yield value
+
+
+@app.agent(source, sink=[out])
+async def batching(stream):
+    async for values in stream.take(10, within=1.0):
+        yield sum(values)
+
+
+@app.agent(source, sink=[print])
+async def printing(stream):
+    async for value in stream:
+        yield value
+
+
+@pytest.mark.parametrize("agent", ["doubles", "halves", "running_sum"])
+def test_pure_agents_and_folds_are_accepted(agent):
+    check_runnable(app.agents[agent])
+
+
+@pytest.mark.parametrize("agent, reason", [
+    ("counting", "coroutine"),
+    ("converting", "global table 'rates'"),
+    ("forwarding", "coroutine"),
+    ("regrouping", "group_by()"),
+    ("batching", "take()"),
+    ("printing", "callable"),
+])
+def test_refused_with_the_reason(agent, reason):
+    with pytest.raises(SparkUnsupported, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        check_runnable(app.agents[agent])
+
+
+def test_table_use_in_a_generator_is_refused():
+    @app.agent(source, sink=[out], name="enriching")
+    async def enriching(stream):
+        async for value in stream:
+            yield counts[value]
+
+    with pytest.raises(SparkUnsupported, match="table 'counts'"):
+        check_runnable(enriching)
+
+
+def test_sending_from_a_generator_is_refused():
+    @app.agent(source, sink=[out], name="sending")
+    async def sending(stream):
+        async for value in stream:
+            await out.send(value=value)
+            yield value
+
+    with pytest.raises(SparkUnsupported, match="send or ask directly"):
+        check_runnable(sending)
