@@ -36,6 +36,12 @@ def spark(app_spec: str, agent: str, checkpoint: str, master: str, available_now
         query.awaitTermination()
     except KeyboardInterrupt:
         query.stop()
+    if not no_handoff:
+        from ..spark.facade import handoff
+
+        offsets = handoff(app.spark, query)
+        if offsets:
+            click.echo(f"committed {offsets} for group {app.id!r}: a worker continues from there")
     progress = query.recentProgress
     rows = sum(p.get("numInputRows", 0) for p in progress)
     click.echo(f"{agent}: {rows} records in {len(progress)} micro-batches")

@@ -144,6 +144,23 @@ class SparkFacade:
         return writer.start()
 
 
+def handoff(facade: SparkFacade, query: "StreamingQuery") -> dict | None:
+    """Commit the offsets a finished query reached to the app's consumer group, so a worker
+    continues from there. (A running query commits each batch as Spark confirms it; the last
+    batch of an ``available-now`` run is never confirmed that way, hence this call.)"""
+    import json
+
+    from .kafka_io import client_config, commit_group_offsets
+
+    progress = [p for p in query.recentProgress if p["sources"]]
+    if not progress:
+        return None
+    end = progress[-1]["sources"][0]["endOffset"]
+    offsets = json.loads(end) if isinstance(end, str) else end
+    commit_group_offsets(client_config(facade.options()), facade.app.id, offsets)
+    return offsets
+
+
 def marker_topic(agent: "Agent") -> str:
     """An existing topic the query writes to, whose partition 0 carries the per-task commit markers."""
     from ..agents.agent import Agent

@@ -1,0 +1,67 @@
+"""Payments: flag large payments and keep each user's spend.
+
+The same definitions run on Spark (to backfill months of history) and in the worker (for live
+traffic); see docs/spark.md. ``python examples/payments.py seed N [--start K]`` produces payments
+K..K+N-1 to the broker in STREAMKIT_BROKER.
+"""
+import os
+import sys
+
+import streamkit as sk
+
+NAME = os.environ.get("PAYMENTS_NAME", "payments")  # to run several copies on one broker (the tests do)
+app = sk.App(NAME, topic_partitions=4, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+
+
+class Payment(sk.Record):
+    id: str
+    user: str
+    amount: float
+
+
+class Spend(sk.Record):
+    user: str
+    total: float
+    payments: int
+
+
+payments = app.topic(NAME, key_type=str, value_type=Payment)
+large = app.topic(f"{NAME}-large", key_type=str, value_type=Payment)
+spend_updates = app.topic(f"{NAME}-spend", key_type=str, value_type=Spend)
+spend = app.Table("spend", default=lambda: [0.0, 0])
+
+
+@app.agent(payments, sink=[large])
+def flag_large(payment: Payment) -> Payment | None:
+    """Payments of 1,000 or more, for review."""
+    return payment if payment.amount >= 1000 else None
+
+
+@app.fold(payments, table=spend, sink=[spend_updates])
+def user_spend(state: list, payment: Payment) -> tuple[list, list[Spend]]:
+    """Total and count of each user's payments (the record key is the user)."""
+    total, count = state
+    state = [round(total + payment.amount, 2), count + 1]
+    return state, [Spend(payment.user, state[0], state[1])]
+
+
+def seed(count: int, start: int = 0) -> None:
+    import asyncio
+
+    from confluent_kafka import Producer
+
+    asyncio.run(app.ensure_topics())  # 4 partitions, like the table (auto-creation would make 1)
+    producer = Producer({"bootstrap.servers": app.conf.bootstrap_servers, "partitioner": "murmur2_random"})
+    for i in range(start, start + count):
+        user = f"user{i % 50}"
+        payment = Payment(f"p{i}", user, float((i * 7919) % 1500))
+        producer.produce(payments.name, key=user.encode(), value=payment.dumps())
+        producer.poll(0)
+    producer.flush(60)
+    print(f"sent payments p{start}..p{start + count - 1}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] != "seed":
+        sys.exit("usage: python examples/payments.py seed COUNT [--start K]")
+    seed(int(sys.argv[2]), int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--start" else 0)
