@@ -1,0 +1,153 @@
+"""Spark numbers for the closing note: batch read rows/s, and one agent on Spark vs the worker.
+
+``python -m benchmarks.spark_bench --broker HOST:PORT --records 1000000`` produces N orders, then
+measures in one run: a plain confluent consumer reading them (the ceiling), a Spark batch read
+of the topic through the ``streamkit`` data source (local[2]), the stateless agent below run by
+Spark (available-now, exactly-once sink) and the same agent run by the asyncio worker
+(confluent driver, at-least-once). Session start-up is excluded; query start-up is included.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import streamkit as sk
+
+RUN = os.environ.setdefault("SPARK_BENCH_RUN", uuid.uuid4().hex[:6])
+BROKER = os.environ.setdefault("SPARK_BENCH_BROKER", "127.0.0.1:9092")
+PARTITIONS = 4
+
+app = sk.App(f"spark-bench-{RUN}", broker=f"kafka://{BROKER}", driver="confluent", topic_partitions=PARTITIONS,
+             web_enabled=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
+
+
+class Order(sk.Record):
+    id: int
+    user: str
+    amount: float
+    ts: float
+
+
+class ProcessedOrder(sk.Record):
+    id: int
+    user: str
+    amount: float
+    ts: float
+    processed: bool
+
+
+orders = app.topic(f"spark-bench-orders-{RUN}", key_type=str, value_type=Order)
+processed = app.topic(f"spark-bench-processed-{RUN}", key_type=str, value_type=ProcessedOrder)
+
+
+@app.agent(orders, sink=[processed])
+def process(order: Order) -> ProcessedOrder:
+    """The benchmark pipeline's stateless step: decode, add a field, encode."""
+    return ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+
+
+def produce(n: int) -> None:
+    from confluent_kafka import Producer
+
+    asyncio.run(app.ensure_topics())
+    producer = Producer({"bootstrap.servers": BROKER, "partitioner": "murmur2_random", "linger.ms": 20,
+                         "batch.num.messages": 10000, "queue.buffering.max.messages": 500000})
+    for i in range(n):
+        user = f"user{i % 1000}"
+        producer.produce(orders.name, key=user.encode(), value=Order(i, user, float(i % 100), 1.7e9 + i).dumps())
+        if i % 10000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+
+
+def raw_read(n: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": BROKER, "group.id": f"raw-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(orders.name, p, 0) for p in range(PARTITIONS)])
+    start, seen = time.perf_counter(), 0
+    while seen < n:
+        seen += sum(1 for m in consumer.consume(10000, 1.0) if m.error() is None)
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return n / elapsed
+
+
+def spark_read(n: int) -> float:
+    from pyspark.sql import functions as F
+
+    start = time.perf_counter()
+    row = app.spark.read_topic(orders).agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("b")).collect()[0]
+    elapsed = time.perf_counter() - start
+    assert row.n == n, (row.n, n)
+    return n / elapsed
+
+
+def spark_agent(n: int) -> float:
+    checkpoint = tempfile.mkdtemp(prefix="spark-bench-")
+    try:
+        start = time.perf_counter()
+        query = app.spark.run("process", checkpoint=checkpoint, trigger="available-now", handoff=False)
+        query.awaitTermination()
+        elapsed = time.perf_counter() - start
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+        assert rows == n, (rows, n)
+        return n / elapsed
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def written(topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": BROKER, "group.id": "watermarks"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1] for p in range(PARTITIONS))
+    finally:
+        consumer.close()
+
+
+def worker_agent(n: int) -> float:
+    before = written(processed.name)  # Spark's outputs went to the same topic
+
+    async def go() -> float:
+        start = time.perf_counter()
+        async with app.running():
+            while written(processed.name) - before < n:  # outputs in Kafka, not just records fetched
+                await asyncio.sleep(0.05)
+            elapsed = time.perf_counter() - start
+        return n / elapsed
+
+    return asyncio.run(go())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--broker", default=BROKER)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "spark.json"))
+    args = parser.parse_args()
+    if args.broker != BROKER:
+        raise SystemExit("set SPARK_BENCH_BROKER (Spark's Python workers read it) instead of --broker")
+    app.spark_spec = "benchmarks.spark_bench:app"  # Spark's workers import it (this file runs as __main__)
+    produce(args.records)
+    app.spark.session  # start-up excluded from every figure
+    results = {"records": args.records, "raw_confluent_read": raw_read(args.records),
+               "spark_batch_read": spark_read(args.records), "spark_agent": spark_agent(args.records),
+               "worker_agent": worker_agent(args.records)}
+    results["spark_read_vs_raw"] = results["spark_batch_read"] / results["raw_confluent_read"]
+    results["spark_agent_vs_worker"] = results["spark_agent"] / results["worker_agent"]
+    print(json.dumps(results, indent=2))
+    Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
