@@ -174,33 +174,39 @@ def messages_of(batch: pa.RecordBatch) -> list[Message]:
 
 
 async def drive(run: AgentRun, events: list[Event]) -> None:
-    """Feed ``events`` through the agent's generator; a failing record is retried like in the
-    worker (``agent_retries``), then given to the error policy, and the agent restarts after it."""
+    """Feed ``events`` through the agent's generator with the worker's supervision rules: a
+    generator that returns is restarted on the same stream, a failing record is retried
+    ``agent_retries`` times and then given to the error policy."""
     agent, retries = run.agent, run.app.conf.agent_retries
-    remaining, attempts = events, 0
-    while remaining:
-        batch = Batch(TP(remaining[0].topic, remaining[0].partition), remaining)
-        subscriber = Subscriber(f"spark:{agent.name}", 1)
-        subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
-        stream = Stream(subscriber, topic=agent.topic)
+    batch = Batch(TP(events[0].topic, events[0].partition), events)
+    subscriber = Subscriber(f"spark:{agent.name}", 1)
+    subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
+    stream = Stream(subscriber, topic=agent.topic)
+    failing: tuple[int, int] | None = None
+    attempt = 0
+    while True:
+        progress = (batch.acked, len(stream.held_events()))
         try:
             async for output in agent.fun(stream):
                 run.emit(processing.get(), output)
-            remaining = remaining[batch.acked:]  # the agent returned: restart it on the rest
+            if (batch.acked, len(stream.held_events())) == progress:
+                raise RuntimeError(f"agent {agent.name} returned without taking a record")
         except EndOfInput:
             return
         except Exception as exc:
             held = stream.held_events()
             if not held:
                 raise
-            index = remaining.index(held[0])
-            attempts += 1
-            if attempts <= retries:
-                remaining = remaining[index:]
+            where = (held[0].partition, held[0].offset)
+            attempt = attempt + 1 if where == failing else 1
+            failing = where
+            if attempt <= retries:
+                stream.redeliver_held()
                 continue
+            failing, attempt = None, 0
             for event in held:
                 run.failed(f"agent {agent.name}", event.message, exc)
-            remaining, attempts = remaining[index + len(held):], 0
+            stream.ack_held()
 
 
 class AgentTask:

@@ -67,7 +67,8 @@ class _Options:
         earliest = kafka_io.list_offsets(self.conf, self.topics, "earliest", read_committed=self.read_committed)
         return {t: {p: given.get(t, {}).get(p, o) for p, o in parts.items()} for t, parts in earliest.items()}
 
-    def value_type(self) -> Any:
+    def topic(self) -> Any:
+        """The app's declaration of the (single) topic, for its value codec and type."""
         app = load_app(self.app_spec or "")
         topic = app.topics.get(self.topics[0])
         if topic is None:
@@ -82,7 +83,7 @@ class _Options:
             for messages in chunks:
                 yield rows.raw_batch(messages, arrow_schema)
             return
-        decode = self.value_type().value_codec.decode
+        decode = self.topic().value_codec.decode
         names = [f.name for f in schema.fields[len(rows.META_FIELDS):]]
         for messages in chunks:
             yield rows.decoded_batch(messages, decode, names, arrow_schema, self.on_decode_error)
@@ -108,7 +109,7 @@ class StreamkitDataSource(DataSource):
     def schema(self) -> StructType:
         if _truthy(self.options.get("decode", "false")):
             opts = _Options(self.options)
-            return rows.decoded_schema(opts.value_type().value_type)
+            return rows.decoded_schema(opts.topic().value_type)
         return rows.RAW_SCHEMA
 
     def reader(self, schema: StructType) -> "BatchReader":

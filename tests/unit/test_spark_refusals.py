@@ -104,3 +104,42 @@ def test_sending_from_a_generator_is_refused():
 
     with pytest.raises(SparkUnsupported, match="send or ask directly"):
         check_runnable(sending)
+
+
+async def _outputs(agent_name, values, **conf):
+    from streamkit.runtime.progress import Event
+    from streamkit.spark.agents import AgentRun, SinkRows, drive
+    from streamkit.transport.base import Message
+
+    run = AgentRun.__new__(AgentRun)  # the task's state, without importing the app by name
+    run.app, run.agent, run.sinks, run.policy, run.out = app, app.agents[agent_name], [out], "dlq", SinkRows()
+    events = [Event(None, v, Message("refusals-in", 0, i, None, str(v).encode(), None, None))
+              for i, v in enumerate(values)]
+    await drive(run, events)
+    return [int(v) for t, v in zip(run.out.topic, run.out.value) if t == "refusals-out"], run.out
+
+
+@app.agent(source, sink=[out])
+async def one_then_return(stream):
+    async for value in stream:
+        yield value
+        return
+
+
+@app.agent(source, sink=[out])
+async def fails_on_three(stream):
+    async for value in stream:
+        if value == 3:
+            raise ValueError("three")
+        yield value
+
+
+async def test_a_generator_that_returns_is_restarted_on_the_same_stream():
+    outputs, _ = await _outputs("one_then_return", [1, 2, 3])
+    assert outputs == [1, 2, 3]
+
+
+async def test_a_failing_record_goes_to_the_dead_letter_rows_and_the_rest_continue():
+    outputs, rows = await _outputs("fails_on_three", [1, 2, 3, 4])
+    assert outputs == [1, 2, 4]
+    assert rows.topic.count(app.dlq_topic_name) == 1
