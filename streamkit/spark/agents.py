@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import ConfigurationError
 from ..runtime.dead_letters import dead_letter_headers
@@ -166,11 +167,15 @@ class AgentRun:
 
 
 def messages_of(batch: pa.RecordBatch) -> list[Message]:
-    cols = batch.to_pydict()
-    stamps = [None if t is None else int(t.timestamp() * 1000) for t in cols["timestamp"]]
-    return [Message(t, p, o, k, v, [(h["key"], h["value"]) for h in hs] if hs else None, ts)
-            for t, p, o, k, v, hs, ts in zip(cols["topic"], cols["partition"], cols["offset"], cols["key"],
-                                            cols["value"], cols["headers"], stamps)]
+    """Rows of the source's schema back into Messages (column-wise: no per-row dicts)."""
+    column = batch.column
+    stamps = pc.divide(column("timestamp").cast(pa.int64()), 1000).to_pylist()  # µs → ms, as Kafka has it
+    headers = column("headers")
+    header_lists = ([None] * batch.num_rows if headers.null_count == batch.num_rows else
+                    [[(h["key"], h["value"]) for h in hs] if hs else None for hs in headers.to_pylist()])
+    return list(map(Message, column("topic").to_pylist(), column("partition").to_pylist(),
+                    column("offset").to_pylist(), column("key").to_pylist(), column("value").to_pylist(),
+                    header_lists, stamps))
 
 
 async def drive(run: AgentRun, events: list[Event]) -> None:

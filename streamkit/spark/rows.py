@@ -107,14 +107,17 @@ def to_plain(value: Any) -> Any:
     return str(value)
 
 
-def _timestamp(msg: Any) -> dt.datetime | None:
-    kind, ms = msg.timestamp()
-    return None if kind == 0 or ms < 0 else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+def _timestamps(messages: list[Any]) -> pa.Array:
+    """Kafka's millisecond timestamps as an Arrow timestamp column (integers in, no datetimes)."""
+    micros = [None if kind == 0 or ms < 0 else ms * 1000 for kind, ms in (m.timestamp() for m in messages)]
+    return pa.array(micros, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
 
 
-def _headers(msg: Any) -> list[dict[str, Any]] | None:
-    headers = msg.headers()
-    return [{"key": k, "value": v} for k, v in headers] if headers else None
+def _header_column(messages: list[Any], type_: pa.DataType) -> pa.Array:
+    headers = [m.headers() for m in messages]
+    if not any(headers):
+        return pa.nulls(len(messages), type_)
+    return pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers], type_)
 
 
 def raw_batch(messages: list[Any], schema: pa.Schema) -> pa.RecordBatch:
@@ -123,10 +126,10 @@ def raw_batch(messages: list[Any], schema: pa.Schema) -> pa.RecordBatch:
         pa.array([m.topic() for m in messages], pa.string()),
         pa.array([m.partition() for m in messages], pa.int32()),
         pa.array([m.offset() for m in messages], pa.int64()),
-        pa.array([_timestamp(m) for m in messages], pa.timestamp("us", tz="UTC")),
+        _timestamps(messages),
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
-        pa.array([_headers(m) for m in messages], schema.field("headers").type),
+        _header_column(messages, schema.field("headers").type),
     ], schema=schema)
 
 
@@ -149,9 +152,9 @@ def decoded_batch(messages: list[Any], decode: Callable[[bytes | None], Any], fi
         pa.array([m.topic() for m in kept], pa.string()),
         pa.array([m.partition() for m in kept], pa.int32()),
         pa.array([m.offset() for m in kept], pa.int64()),
-        pa.array([_timestamp(m) for m in kept], pa.timestamp("us", tz="UTC")),
+        _timestamps(kept),
         pa.array([m.key() for m in kept], pa.binary()),
-        pa.array([_headers(m) for m in kept], schema.field("headers").type),
+        _header_column(kept, schema.field("headers").type),
     ]
     for name in field_names:
         columns.append(pa.array([to_plain(getattr(v, name, None)) for v in values], schema.field(name).type))

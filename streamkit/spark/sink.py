@@ -67,39 +67,53 @@ class _Target:
 
         count = 0
         for batch in batches:
-            cols = batch.to_pydict()
             n = batch.num_rows
-            topics = cols.get("topic") or [None] * n
-            parts = cols.get("partition") or [None] * n
-            keys = cols.get("key") or [None] * n
-            headers = cols.get("headers") or [None] * n
-            for topic, part, key, value, hdrs in zip(topics, parts, keys, cols["value"], headers):
-                target = topic or self.topic
-                if isinstance(key, str):
-                    key = key.encode()
-                if isinstance(value, str):
-                    value = value.encode()
-                kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
-                if part is not None:
-                    kwargs["partition"] = part
-                if hdrs:
-                    kwargs["headers"] = [(h["key"], h["value"]) for h in hdrs]
-                while True:
-                    try:
-                        producer.produce(target, **kwargs)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)  # the local queue is full: let deliveries drain
+            names = batch.schema.names
+
+            def column(name: str) -> list[Any] | None:
+                if name not in names or batch.column(name).null_count == n:
+                    return None
+                return batch.column(name).to_pylist()
+
+            topics, parts, headers = column("topic"), column("partition"), column("headers")
+            keys, values = column("key") or [None] * n, column("value") or [None] * n
+            if parts is None and headers is None:  # the common case: no per-row dicts
+                default = self.topic
+                for topic, key, value in zip(topics or [default] * n, keys, values):
+                    self._produce(producer, topic or default, _bytes(key), _bytes(value), delivered)
+            else:
+                for i in range(n):
+                    extra: dict[str, Any] = {}
+                    if parts is not None and parts[i] is not None:
+                        extra["partition"] = parts[i]
+                    if headers is not None and headers[i]:
+                        extra["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+                    target = (topics[i] if topics is not None else None) or self.topic
+                    self._produce(producer, target, _bytes(keys[i]), _bytes(values[i]), delivered, **extra)
             count += n
             producer.poll(0)
             if errors:
                 raise SparkKafkaError(f"delivery failed: {errors[0]}")
         return count
 
+    @staticmethod
+    def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, delivered: Any,
+                 **extra: Any) -> None:
+        while True:
+            try:
+                producer.produce(topic, value, key, on_delivery=delivered, **extra)
+                return
+            except BufferError:
+                producer.poll(0.05)  # the local queue is full: let deliveries drain
+
     def flush(self, producer: Producer, timeout: float = 120.0) -> None:
         left = producer.flush(timeout)
         if left:
             raise SparkKafkaError(f"{left} records not delivered within {timeout:.0f} s")
+
+
+def _bytes(data: Any) -> bytes | None:
+    return data.encode() if isinstance(data, str) else data
 
 
 def _task_context() -> Any:
