@@ -111,20 +111,20 @@ class SparkFacade:
 
     def run(self, agent: "Agent | str", *, checkpoint: str, trigger: str | None = None,
             max_offsets_per_trigger: int | None = None, handoff: bool = True,
-            exactly_once: bool = True) -> "StreamingQuery":
+            exactly_once: bool = True, **source_options: Any) -> "StreamingQuery":
         """Start ``agent`` as a Structured Streaming query writing exactly once to its sinks.
 
         ``trigger``: ``"available-now"`` (process what is there, then stop), an interval such as
         ``"10 seconds"``, or None (next batch as soon as the last ends). With ``handoff`` the
         query commits its progress to the app's consumer group, so a worker started afterwards
-        continues where Spark stopped.
+        continues where Spark stopped. Other keywords are options of the source (``consumeBatchSize``...).
         """
         agent = self.agent(agent)
         check_runnable(agent)
         asyncio.run(self.app.ensure_topics())  # sinks, changelogs and the DLQ exist before tasks write
         spec = spec_of(self.app)
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
-                                 commitGroup=self.app.id if handoff else None)
+                                 commitGroup=self.app.id if handoff else None, **source_options)
         schema = rows.SINK_SCHEMA
         if agent.fold is None:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)

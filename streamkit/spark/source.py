@@ -3,7 +3,8 @@
 Options (all strings): ``topic`` (one or a comma-separated list), ``kafka.<setting>`` for the
 client (``kafka.bootstrap.servers`` at least), ``startingOffsets`` (``earliest``, ``latest`` or
 JSON ``{"topic": {"0": 42}}``), ``endingOffsets`` (batch only: ``latest`` or JSON),
-``maxOffsetsPerTrigger``, ``isolation`` (``read_committed``, the default, or
+``maxOffsetsPerTrigger``, ``consumeBatchSize`` (records per consume call and Arrow batch,
+10,000 by default), ``isolation`` (``read_committed``, the default, or
 ``read_uncommitted``), ``decode`` with ``app`` (``module:attribute``) to turn values into
 columns, ``onDecodeError`` (``fail`` or ``skip``), and ``commitGroup`` (a consumer group the
 streaming reader commits its processed offsets to, so a worker can take over from there).
@@ -54,6 +55,7 @@ class _Options:
         self.decode = _truthy(options.get("decode", "false"))
         self.app_spec = options.get("app")
         self.on_decode_error = options.get("onDecodeError", "fail")
+        self.consume_batch = int(options.get("consumeBatchSize", "10000"))  # records per consume() and Arrow batch
         if self.on_decode_error not in ("fail", "skip"):
             raise SparkKafkaError("onDecodeError must be fail or skip")
         if self.decode and (not self.app_spec or len(self.topics) != 1):
@@ -78,7 +80,7 @@ class _Options:
     def read(self, part: KafkaRange, schema: StructType) -> Iterator[Any]:
         arrow_schema = rows.arrow_schema(schema)
         chunks = kafka_io.read_range(self.conf, part.topic, part.partition, part.start, part.end,
-                                     read_committed=self.read_committed)
+                                     read_committed=self.read_committed, batch_size=self.consume_batch)
         if not self.decode:
             for messages in chunks:
                 yield rows.raw_batch(messages, arrow_schema)

@@ -1,9 +1,7 @@
 """Orders app for the Spark tests: the same agent and fold, built twice (one app run by Spark,
 one by the worker) so their outputs can be compared record for record.
 
-SPARK_ORDERS_BROKER, SPARK_ORDERS_RUN (a suffix for every topic) configure it;
-SPARK_ORDERS_CRASH_FILE, when that file exists, makes the agent kill its Python worker once on the
-order with id "crash" (a task failure in the middle of a micro-batch).
+SPARK_ORDERS_BROKER and SPARK_ORDERS_RUN (a suffix for every topic) configure it.
 """
 import os
 
@@ -38,11 +36,7 @@ def build(role: str) -> sk.App:
     @app.agent(orders, sink=[big])
     async def big_orders(stream):
         """Orders of 50 or more, with the amount rounded up to whole units."""
-        crash_file = os.environ.get("SPARK_ORDERS_CRASH_FILE")
         async for order in stream:
-            if order.id == "crash" and crash_file and os.path.exists(crash_file):
-                os.remove(crash_file)
-                os._exit(3)
             if order.amount >= 50:
                 yield Order(order.id, order.user, float(int(order.amount) + 1))
 
@@ -58,4 +52,3 @@ def build(role: str) -> sk.App:
 spark_app = build("spark")
 worker_app = build("worker")
 eos_app = build("eos")
-crash_app = build("crash")

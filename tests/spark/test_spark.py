@@ -4,6 +4,7 @@ tasks are retried) for the module."""
 import asyncio
 import importlib
 import os
+import time
 import uuid
 from collections import defaultdict
 
@@ -20,11 +21,10 @@ N_ORDERS = 600
 
 
 @pytest.fixture(scope="module")
-def orders_app(broker_address, tmp_path_factory):
+def orders_app(broker_address):
     # Set before the session starts: Spark's Python workers inherit the environment of that moment.
     os.environ["SPARK_ORDERS_BROKER"] = broker_address
     os.environ["SPARK_ORDERS_RUN"] = uuid.uuid4().hex[:8]
-    os.environ["SPARK_ORDERS_CRASH_FILE"] = str(tmp_path_factory.mktemp("crash") / "crash-once")
     module = importlib.reload(importlib.import_module("tests.apps.spark_orders"))
     asyncio.run(module.spark_app.ensure_topics())
     return module
@@ -44,7 +44,12 @@ def produce(address, topic, records, partitions):
     whose "latest" offset is the last batch's base offset + 1 (the dev broker) reports exact ends."""
     producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random", "linger.ms": 5})
     for key, value in records:
-        producer.produce(topic, key=key, value=value)
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
     producer.flush(30)
     for p in range(partitions):
         key = next(k for k in (f"tail{i}".encode() for i in range(1000)) if partition_for_key(k, partitions) == p)
@@ -197,24 +202,67 @@ def test_exactly_once_sink_survives_a_driver_crash_after_tasks_committed(orders_
     assert len(read_topic(broker_address, out, isolation="read_committed")) > 2 * written
 
 
+def python_workers():
+    """Pids of the Python workers Spark's daemon forked (readers, agents and sinks of running tasks)."""
+    daemons = set()
+    procs = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ")
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        procs[int(pid)] = ppid
+        if b"pyspark.daemon" in cmdline:
+            daemons.add(int(pid))
+    return [pid for pid, ppid in procs.items() if ppid in daemons]
+
+
 @pytest.mark.requires("read_committed_hides_aborted")
-def test_exactly_once_sink_survives_a_task_failure_mid_write(orders_app, spark, source, broker_address):
-    """A Python worker dies in the middle of a micro-batch after the sink produced part of it in
-    its transaction; the retried task fences that attempt, and readers see every record once."""
-    name, _ = source
-    app = orders_app.crash_app
+def test_exactly_once_sink_survives_a_task_failure_mid_write(orders_app, spark, broker_address, tmp_path):
+    """Spark's Python workers are killed while the sinks are producing a micro-batch into their
+    transactions; the retried tasks fence those attempts, and readers see every record once."""
+    import signal
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    app = orders_app.eos_app
     app.spark.use(spark)
-    extra = [(b"u1", orders_app.Order("crash", "u1", 99.0).dumps())] + orders(orders_app, 300, start=5000)
-    produce(broker_address, name, orders(orders_app, 300, start=4000) + extra, orders_app.PARTITIONS)
-    plain = read_topic(broker_address, name)
-    expected = sorted(orjson.loads(m.value())["id"] for m in plain if orjson.loads(m.value())["amount"] >= 50)
-    with open(os.environ["SPARK_ORDERS_CRASH_FILE"], "w") as flag:
-        flag.write("crash once")
-    query = app.spark.run("big_orders", checkpoint=os.environ["SPARK_ORDERS_CRASH_FILE"] + ".checkpoint",
-                          trigger="available-now")
-    query.awaitTermination()
-    assert not os.path.exists(os.environ["SPARK_ORDERS_CRASH_FILE"]), "the task never crashed"
-    out = read_topic(broker_address, f"big-crash-{orders_app.RUN}", expect=len(expected), isolation="read_committed")
-    assert sorted(orjson.loads(m.value())["id"] for m in out) == expected
-    # The failed attempt had written part of the batch: those records exist, aborted.
-    assert len(read_topic(broker_address, f"big-crash-{orders_app.RUN}")) > len(out)
+    source, out = f"copy-in-{orders_app.RUN}", f"copy-out-{orders_app.RUN}"
+    app.topic(source, partitions=orders_app.PARTITIONS)
+    app.topic(out, partitions=orders_app.PARTITIONS)
+    asyncio.run(app.ensure_topics())
+    total = produce(broker_address, source, [(f"k{i % 97}".encode(), b"%d" % i) for i in range(150_000)],
+                    orders_app.PARTITIONS)
+    watcher = Consumer({"bootstrap.servers": broker_address, "group.id": f"watch-{uuid.uuid4().hex[:6]}"})
+    killed = []
+
+    def kill_when_the_sinks_produce():
+        for _ in range(3000):  # up to 60 s
+            produced = sum(watcher.get_watermark_offsets(TopicPartition(out, p), timeout=5, cached=False)[1]
+                           for p in range(orders_app.PARTITIONS))
+            if produced:  # records are in the brokers' logs, their transactions still open
+                for pid in python_workers():
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=kill_when_the_sinks_produce)
+    thread.start()
+    try:
+        copy = (app.spark.read_topic(source, streaming=True).select("key", "value").writeStream.format("streamkit")
+                .options(**app.spark.options(topic=out, transactionalIdPrefix=f"copy-{orders_app.RUN}"))
+                .option("checkpointLocation", str(tmp_path / "copy")).trigger(availableNow=True).start())
+        copy.awaitTermination()
+    finally:
+        thread.join()
+        watcher.close()
+    assert killed, "no Python worker was killed while the sinks produced"
+    committed = read_topic(broker_address, out, expect=total, isolation="read_committed")
+    assert sorted(m.value() for m in committed) == sorted(
+        [b"%d" % i for i in range(150_000)] + [m.value() for m in read_topic(broker_address, source, expect=total)
+                                               if m.key().startswith(b"tail")])
+    # The killed attempts had written part of the batch: those records exist, aborted.
+    assert len(read_topic(broker_address, out)) > len(committed)
