@@ -2,8 +2,8 @@
 from .agents.agent import Agent
 from .app import App
 from .codecs import Codec, JsonCodec, RawCodec, StrCodec
-from .errors import (BrokerUnavailable, ConfigurationError, DecodeError, GroupFenced, ProducerFenced, StreamkitError,
-                     TopicMismatch, TransactionAborted, WorkerStopped)
+from .errors import (BrokerUnavailable, ConfigurationError, DecodeError, GroupFenced, ProducerFenced, SparkUnsupported,
+                     StreamkitError, TopicMismatch, TransactionAborted, WorkerStopped)
 from .models.record import Record
 from .runtime.progress import Event
 from .settings import Settings
@@ -14,7 +14,7 @@ from .version import __version__
 
 __all__ = [
     "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "Event",
-    "GroupFenced", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "StrCodec", "Stream",
-    "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
+    "GroupFenced", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
+    "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
     "current_event",
 ]

@@ -41,3 +41,7 @@ class TransactionsUnsupported(StreamkitError):
 
 class WorkerStopped(StreamkitError):
     """The worker halted because the ``stop`` error policy was hit."""
+
+
+class SparkUnsupported(ConfigurationError):
+    """An agent does something a Spark job cannot run exactly as the worker would (the message says what)."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SparkUnsupported
 from ..runtime.dead_letters import dead_letter_headers
 from ..runtime.progress import Batch, Event, Subscriber, processing
 from ..streams.stream import Stream
@@ -34,10 +34,6 @@ _REFUSED_METHODS = {
     "through": "it forwards through another topic (run the agent of that topic instead)",
     "take": "take() batches by wall-clock time, which a replayed micro-batch cannot reproduce",
 }
-
-
-class SparkUnsupported(ConfigurationError):
-    """The agent does something a Spark job cannot run exactly as the worker would."""
 
 
 def _code_names(fun: Any) -> set[str]:

@@ -5,7 +5,7 @@ import streamkit as sk
 
 pytest.importorskip("pyspark")
 
-from streamkit.spark import SparkUnsupported  # noqa: E402
+from streamkit import SparkUnsupported  # noqa: E402
 from streamkit.spark.agents import check_runnable  # noqa: E402
 
 app = sk.App("refusals", broker="kafka://127.0.0.1:1")
