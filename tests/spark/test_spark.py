@@ -124,6 +124,25 @@ def test_streaming_read_resumes_from_its_checkpoint(orders_app, spark, source, b
     assert set(coordinates) == {(m.partition(), m.offset()) for m in plain}
 
 
+def test_write_topic_backfills_a_dataframe(orders_app, spark, broker_address):
+    app = orders_app.spark_app
+    app.spark.use(spark)
+    target = app.topic(f"backfill-{orders_app.RUN}", key_type=str, value_type=orders_app.Order,
+                       partitions=orders_app.PARTITIONS)
+    asyncio.run(app.ensure_topics())
+    frame = spark.createDataFrame([(f"u{i % 5}", f"b{i}", f"u{i % 5}", float(i)) for i in range(50)],
+                                  "key string, id string, user string, amount double")
+    app.spark.write_topic(frame, target)  # no value column: the other columns become a JSON object
+    raw = spark.createDataFrame([(b"k", b"raw")], "key binary, value binary")
+    app.spark.write_topic(raw, target)
+    written = read_topic(broker_address, target.name, expect=51)
+    decoded = sorted(target.value_codec.decode(m.value()).id for m in written if m.key() != b"k")
+    assert decoded == sorted(f"b{i}" for i in range(50))
+    assert [m.value() for m in written if m.key() == b"k"] == [b"raw"]
+    # keys are placed where the worker would put them
+    assert all(m.partition() == partition_for_key(m.key(), orders_app.PARTITIONS) for m in written)
+
+
 def run_worker_until(app, topic_counts, broker_address, timeout=60.0):
     async def go():
         async with app.running():
