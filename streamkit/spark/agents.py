@@ -137,6 +137,7 @@ class AgentRun:
         self.sinks = [sink.topic if isinstance(sink, Agent) else sink for sink in self.agent.sinks]
         self.policy = self.app.conf.error_policy
         self.out = SinkRows()
+        self.failures = 0
 
     def emit(self, event: Event, value: Any) -> None:
         for sink in self.sinks:
@@ -146,7 +147,10 @@ class AgentRun:
         where = f"{message.topic}[{message.partition}]@{message.offset}"
         if self.policy == "stop":
             raise ConfigurationError(f"{stage} failed for {where} and error_policy=stop: {exc!r}") from exc
-        log.error("%s failed for %s, policy=%s: %s", stage, where, self.policy, exc)
+        self.failures += 1
+        if self.failures <= 10 or self.failures % 1000 == 0:  # a flood of bad records must not flood the log
+            log.error("%s failed for %s, policy=%s: %s (%d in this task)", stage, where, self.policy, exc,
+                      self.failures)
         if self.policy == "dlq":
             self.out.add(self.app.dlq_topic_name, message.key, message.value,
                          dead_letter_headers(message, exc, stage, self.app.id))

@@ -113,6 +113,7 @@ async def _outputs(agent_name, values, **conf):
 
     run = AgentRun.__new__(AgentRun)  # the task's state, without importing the app by name
     run.app, run.agent, run.sinks, run.policy, run.out = app, app.agents[agent_name], [out], "dlq", SinkRows()
+    run.failures = 0
     events = [Event(None, v, Message("refusals-in", 0, i, None, str(v).encode(), None, None))
               for i, v in enumerate(values)]
     await drive(run, events)
