@@ -20,27 +20,14 @@ from pathlib import Path
 
 import streamkit as sk
 
+from .pipeline import Order, ProcessedOrder  # the pipeline's own records
+
 RUN = os.environ.setdefault("SPARK_BENCH_RUN", uuid.uuid4().hex[:6])
 BROKER = os.environ.setdefault("SPARK_BENCH_BROKER", "127.0.0.1:9092")
 PARTITIONS = 4
 
 app = sk.App(f"spark-bench-{RUN}", broker=f"kafka://{BROKER}", driver="confluent", topic_partitions=PARTITIONS,
              web_enabled=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
-
-
-class Order(sk.Record):
-    id: int
-    user: str
-    amount: float
-    ts: float
-
-
-class ProcessedOrder(sk.Record):
-    id: int
-    user: str
-    amount: float
-    ts: float
-    processed: bool
 
 
 AGENT_DETAIL: dict[str, float] = {}

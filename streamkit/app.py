@@ -304,3 +304,25 @@ class App:
             yield self
         finally:
             await self.stop()
+
+
+def import_app(spec: str) -> App:
+    """The App named ``module:attribute`` (attribute defaults to ``app``); the current directory
+    is importable, like Faust's ``-A``. Raises ConfigurationError saying what is wrong."""
+    import importlib
+    import os
+    import sys
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name:
+        raise ConfigurationError(f"an app is named as module:attribute, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r}: {exc}") from None
+    app = getattr(module, attr or "app", None)
+    if not isinstance(app, App):
+        raise ConfigurationError(f"{spec!r} is not a streamkit App")
+    return app

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import signal
@@ -17,20 +16,13 @@ from ..version import __version__
 
 
 def load_app(spec: str) -> Any:
-    """Import ``module:attribute`` (the current directory is importable, like Faust's -A)."""
-    from ..app import App
+    """Import ``module:attribute``; a wrong spec is a one-line CLI error."""
+    from ..app import import_app
 
-    module_name, _, attr = spec.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.ClickException(f"cannot import {module_name!r}: {exc}") from None
-    app = getattr(module, attr or "app", None)
-    if not isinstance(app, App):
-        raise click.ClickException(f"{spec!r} is not a streamkit App")
-    return app
+        return import_app(spec)
+    except ConfigurationError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def run(coro: Any) -> Any:

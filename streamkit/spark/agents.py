@@ -111,7 +111,7 @@ class SinkRows:
         self.key: list[bytes | None] = []
         self.value: list[bytes | None] = []
         self.headers: list[Any] = []
-        self.schema = rows.arrow_schema(rows.SINK_SCHEMA)
+        self.schema = rows.sink_arrow_schema()
 
     def add(self, topic: str, key: bytes | None, value: bytes | None, headers: Any = None,
             partition: int | None = None) -> None:
@@ -251,19 +251,31 @@ def fold_processor(app_spec: str, agent_name: str) -> Any:
             self.state = handle.getValueState("state", state_schema)
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-            run, fold, table = self.run, self.fold, self.fold.table
+            run = self.run
             ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
-            state = table.value_codec.decode(self.state.get()[0]) if self.state.exists() else fold.initial()
             run.out = SinkRows()
             events = run.decode([Message(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
                                          [(h["key"], h["value"]) for h in r["headers"] or ()], None)
                                  for r in ordered])
+            if events:  # none when every record failed to decode: only their DLQ rows go out
+                self._fold(events)
+            out = run.out
+            for i in range(len(out.topic)):
+                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
+                          headers=out.headers[i])
+
+        def _fold(self, events: list[Event]) -> None:
+            """Apply the step to one key's records; its final state goes to the table's changelog."""
+            run, fold, table = self.run, self.fold, self.fold.table
+            state = table.value_codec.decode(self.state.get()[0]) if self.state.exists() else fold.initial()
+            # One key per call: its encoding and table partition are the same for every record.
+            key_bytes = table.key_codec.encode(events[0].key) or b""
+            home = table.partition_of(key_bytes)
             changed = False
             for event in events:
-                key_bytes = table.key_codec.encode(event.key) or b""
-                if table.partition_of(key_bytes) != event.partition:  # as the worker's table refuses it
+                if event.partition != home:  # as the worker's table refuses it
                     run.failed(f"agent {run.agent.name}", event.message, WrongPartition(
-                        f"table {table.name!r}: key {event.key!r} belongs to partition {table.partition_of(key_bytes)}, "
+                        f"table {table.name!r}: key {event.key!r} belongs to partition {home}, "
                         f"but the record came from {event.topic}[{event.partition}]"))
                     continue
                 try:
@@ -277,12 +289,7 @@ def fold_processor(app_spec: str, agent_name: str) -> Any:
             if changed:
                 encoded = table.value_codec.encode(state)
                 self.state.update((encoded,))
-                key_bytes = table.key_codec.encode(events[0].key) or b""
-                run.out.add(table.changelog.name, key_bytes, encoded, partition=table.partition_of(key_bytes))
-            out = run.out
-            for i in range(len(out.topic)):
-                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
-                          headers=out.headers[i])
+                run.out.add(table.changelog.name, key_bytes, encoded, partition=home)
 
         def close(self) -> None:
             pass

@@ -5,8 +5,6 @@ module-level objects anyway, so tasks re-import the module (once per worker proc
 """
 from __future__ import annotations
 
-import importlib
-import os
 import sys
 from typing import Any
 
@@ -16,22 +14,12 @@ _loaded: dict[str, Any] = {}
 
 
 def load_app(spec: str) -> Any:
-    """The App named by ``module:attribute`` (cached per process)."""
-    from ..app import App
+    """The App named by ``module:attribute``, imported once per worker process."""
+    from ..app import import_app
 
     app = _loaded.get(spec)
-    if app is not None:
-        return app
-    module_name, _, attr = spec.partition(":")
-    if not module_name:
-        raise ConfigurationError("an app is named as module:attribute")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
-    app = getattr(module, attr or "app", None)
-    if not isinstance(app, App):
-        raise ConfigurationError(f"{spec!r} is not a streamkit App")
-    _loaded[spec] = app
+    if app is None:
+        app = _loaded[spec] = import_app(spec)
     return app
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import functools
 import types
 import typing
 import uuid
@@ -120,17 +121,23 @@ def _header_column(messages: list[Any], type_: pa.DataType) -> pa.Array:
     return pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers], type_)
 
 
-def raw_batch(messages: list[Any], schema: pa.Schema) -> pa.RecordBatch:
-    """Arrow columns straight from librdkafka messages (no per-row dicts)."""
-    return pa.RecordBatch.from_arrays([
+def _meta_columns(messages: list[Any], schema: pa.Schema, *, value: bool) -> list[pa.Array]:
+    """Arrow columns straight from librdkafka messages (no per-row dicts), in schema order."""
+    columns = [
         pa.array([m.topic() for m in messages], pa.string()),
         pa.array([m.partition() for m in messages], pa.int32()),
         pa.array([m.offset() for m in messages], pa.int64()),
         _timestamps(messages),
         pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
-        _header_column(messages, schema.field("headers").type),
-    ], schema=schema)
+    ]
+    if value:
+        columns.append(pa.array([m.value() for m in messages], pa.binary()))
+    columns.append(_header_column(messages, schema.field("headers").type))
+    return columns
+
+
+def raw_batch(messages: list[Any], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(_meta_columns(messages, schema, value=True), schema=schema)
 
 
 def decoded_batch(messages: list[Any], decode: Callable[[bytes | None], Any], field_names: list[str],
@@ -148,17 +155,15 @@ def decoded_batch(messages: list[Any], decode: Callable[[bytes | None], Any], fi
                 f"{m.topic()}[{m.partition()}]@{m.offset()} does not decode: {exc} "
                 "(option onDecodeError=skip leaves such records out)") from None
         kept.append(m)
-    columns = [
-        pa.array([m.topic() for m in kept], pa.string()),
-        pa.array([m.partition() for m in kept], pa.int32()),
-        pa.array([m.offset() for m in kept], pa.int64()),
-        _timestamps(kept),
-        pa.array([m.key() for m in kept], pa.binary()),
-        _header_column(kept, schema.field("headers").type),
-    ]
+    columns = _meta_columns(kept, schema, value=False)
     for name in field_names:
         columns.append(pa.array([to_plain(getattr(v, name, None)) for v in values], schema.field(name).type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+@functools.cache
+def sink_arrow_schema() -> pa.Schema:
+    return arrow_schema(SINK_SCHEMA)
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

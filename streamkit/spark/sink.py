@@ -106,6 +106,13 @@ class _Target:
             except BufferError:
                 producer.poll(0.05)  # the local queue is full: let deliveries drain
 
+    def write_at_least_once(self, batches: Iterator[Any]) -> int:
+        """Produce every row and wait for all deliveries (a retried task may write its rows again)."""
+        producer = Producer(self.producer_conf)
+        count = self.produce_all(producer, batches)
+        self.flush(producer)
+        return count
+
     def flush(self, producer: Producer, timeout: float = 120.0) -> None:
         left = producer.flush(timeout)
         if left:
@@ -132,10 +139,7 @@ class BatchWriter(DataSourceArrowWriter):
         self.target = _Target(options, schema)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        producer = Producer(self.target.producer_conf)
-        count = self.target.produce_all(producer, iterator)
-        self.target.flush(producer)
-        return Written(_task_context().partitionId(), count)
+        return Written(_task_context().partitionId(), self.target.write_at_least_once(iterator))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -155,10 +159,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
         context = _task_context()
         task = context.partitionId()
         if not self.exactly_once:
-            producer = Producer(self.target.producer_conf)
-            count = self.target.produce_all(producer, iterator)
-            self.target.flush(producer)
-            return Written(task, count)
+            return Written(task, self.target.write_at_least_once(iterator))
         batch_id = int(context.getLocalProperty(BATCH_ID_PROPERTY))
         query_id = context.getLocalProperty(QUERY_ID_PROPERTY) or uuid.uuid4().hex
         return self._write_transaction(iterator, query_id, batch_id, task)
