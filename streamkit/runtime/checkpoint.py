@@ -4,18 +4,26 @@ At-least-once, every ``commit_interval`` and on every revoke and stop:
 1. take, per partition, the offset up to which every subscriber has processed contiguously
    (never past an unprocessed record; records still queued hold the offset back);
 2. snapshot the tables' write caches (same tick) and send one changelog record per changed key;
-3. flush the producer, so sink, changelog and DLQ records are all acknowledged;
+3. flush the producer, so sink, changelog and DLQ records are all acknowledged: a flush waits
+   for as long as the client keeps retrying (an outage is waited out), and every delivery's
+   outcome is read, not only the first failure;
 4. commit those offsets;
 5. only then write the table batches (with their changelog offsets) to the stores.
-A failure before 4 puts the table changes back and raises: the records are reprocessed, and
-nothing is lost.
+A delivery that failed in 3 means some record's effects never reached Kafka, and nobody knows
+which: the checkpoint waits until no record is mid-processing, drops every table change since
+the last commit (the stores hold the committed state) and rewinds every partition to its last
+committed offset, so the records are processed again and nothing is lost. A failed offset
+commit (4) loses nothing (the outputs are in Kafka): the changes go back into the write
+caches and the next checkpoint commits again.
 
 Exactly-once (``ExactlyOnceCheckpoint``) makes 2-4 one Kafka transaction per unit (the worker,
 or each task under EOS v1), and first stops every stream *between* records (the barrier), so
-the table changes and outputs are exactly those of the records below the offsets. A unit whose
-commit fails is aborted: its table partitions drop their uncommitted writes (the store holds
-the committed state) and its input partitions are rewound to the last committed offsets. A
-fenced unit is handed to the runtime, which drops its partitions and rejoins the group.
+the table changes and outputs are exactly those of the records below the offsets. Every
+delivery of a unit is checked before its transaction commits. A unit whose sends or commit
+fail is aborted: its table partitions drop their uncommitted writes (the store holds the
+committed state) and its input partitions are rewound to the last committed offsets. An abort
+that cannot reach the broker is retried until it can; a fenced unit (or one whose abort fails
+for good) is handed to the runtime, which drops its partitions and rejoins the group.
 """
 from __future__ import annotations
 
@@ -25,7 +33,7 @@ import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..errors import ProducerFenced, TransactionAborted
-from ..transport.base import TP, Consumer, Producer
+from ..transport.base import TP, Consumer, Producer, retry_while_unreachable
 from .router import Router
 
 if TYPE_CHECKING:
@@ -33,19 +41,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamkit.checkpoint")
 
-BARRIER_WARN_AFTER = 10.0  # seconds an exactly-once checkpoint waits for a record before saying so
+BARRIER_WARN_AFTER = 10.0  # seconds a checkpoint waits for a record in progress before saying so
+Rewind = Callable[[list[TP]], Awaitable[None]]
 
 
 class Checkpoint:
-    def __init__(self, router: Router, consumer: Consumer, producer: Producer) -> None:
+    def __init__(self, router: Router, consumer: Consumer, producer: Producer, *, rewind: Rewind) -> None:
         self.router = router
         self.consumer = consumer
         self.producer = producer
+        self._rewind = rewind
         self.committed: dict[TP, int] = {}
         self.lock = asyncio.Lock()
         self.last_duration = 0.0
         self.observers: list[Any] = []  # called with each commit's duration (metrics)
         self.commits = 0
+        self.rollbacks = 0  # checkpoints undone because a delivery (or transaction) failed
         self.participants: list[Any] = []  # table managers: prepare/send/apply/abort/discard
 
     def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True) -> dict[TP, int]:
@@ -67,6 +78,20 @@ class Checkpoint:
     def _producer_for(self, _partitions: int, _number: int) -> Producer:
         return self.producer
 
+    async def _quiesce(self) -> None:
+        """Wait until no stream is in the middle of a record (a closed barrier keeps them out)."""
+        loop = asyncio.get_running_loop()
+        warn_at = loop.time() + BARRIER_WARN_AFTER
+        while True:
+            holding = self.router.holding()
+            if not holding:
+                return
+            if loop.time() >= warn_at:
+                warn_at = loop.time() + BARRIER_WARN_AFTER
+                log.warning("checkpoint still waiting for %d record(s) in progress, e.g. %r",
+                            len(holding), holding[0])
+            await asyncio.sleep(0.001)
+
     async def commit(self, tps: Iterable[TP] | None = None, *, wait: bool = True) -> dict[TP, int]:
         """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
@@ -81,13 +106,19 @@ class Checkpoint:
             barrier = self.router.barrier
             barrier.close()
             try:
-                sent = [await p.send(c, self._producer_for) for p, c in changes]
-                await self.producer.flush()
+                try:
+                    sent = [await p.send(c, self._producer_for) for p, c in changes]
+                    await self.producer.flush()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    await self._roll_back(exc)
+                    raise
                 barrier.open()
                 if offsets:
                     await self.consumer.commit(offsets, wait=wait)
             except BaseException:
-                for participant, c in changes:
+                for participant, c in changes:  # after a roll-back there is nothing left to restore
                     participant.abort(c)
                 raise
             finally:
@@ -96,6 +127,17 @@ class Checkpoint:
                 participant.apply(c, result)
             self._committed(offsets, started)
             return offsets
+
+    async def _roll_back(self, exc: BaseException) -> None:
+        """A delivery failed: back to the last commit for every partition (module docstring)."""
+        self.rollbacks += 1
+        await self._quiesce()
+        for participant in self.participants:
+            participant.discard(lambda _partitions, _number: True)
+        tps = sorted(self.router.delivered)
+        log.warning("a checkpoint's deliveries failed (%s): its %d partition(s) go back to their last "
+                    "committed offsets and are processed again", exc, len(tps))
+        await self._rewind(tps)
 
     def _committed(self, offsets: dict[TP, int], started: float) -> None:
         if offsets:
@@ -110,33 +152,15 @@ class Checkpoint:
             self.committed.pop(tp, None)
 
 
-
-
 class ExactlyOnceCheckpoint(Checkpoint):
     """Transactions instead of offset commits; see the module docstring."""
 
     def __init__(self, router: Router, consumer: Consumer, txns: "TransactionalProducer", *,
-                 rewind: Callable[[list[TP]], Awaitable[None]],
-                 fenced: Callable[["Task"], Awaitable[None]]) -> None:
-        super().__init__(router, consumer, txns)
+                 rewind: Rewind, fenced: Callable[["Task"], Awaitable[None]]) -> None:
+        super().__init__(router, consumer, txns, rewind=rewind)
         self.txns = txns
-        self._rewind = rewind
         self._fenced = fenced
         self.aborts = 0
-
-    async def _quiesce(self) -> None:
-        """Wait until no stream is in the middle of a record (the barrier keeps them out)."""
-        loop = asyncio.get_running_loop()
-        warn_at = loop.time() + BARRIER_WARN_AFTER
-        while True:
-            holding = self.router.holding()
-            if not holding:
-                return
-            if loop.time() >= warn_at:
-                warn_at = loop.time() + BARRIER_WARN_AFTER
-                log.warning("exactly-once checkpoint still waiting for %d record(s) in progress, e.g. %r",
-                            len(holding), holding[0])
-            await asyncio.sleep(0.001)
 
     async def commit(self, tps: Iterable[TP] | None = None, *, wait: bool = True) -> dict[TP, int]:
         """Commit everything processed so far (a transaction covers all partitions of its unit)."""
@@ -181,12 +205,15 @@ class ExactlyOnceCheckpoint(Checkpoint):
 
     async def _failed(self, task: "Task", exc: BaseException) -> None:
         self.aborts += 1
+        self.rollbacks += 1
         for participant in self.participants:  # the stores hold the committed state
             participant.discard(lambda n, p: self.txns.task_of_table(n, p) == task)
         if not isinstance(exc, ProducerFenced):
             log.warning("transaction rolled back, its records will be processed again: %s", exc)
             try:
-                await self.txns.abort(task)
+                await retry_while_unreachable(lambda: self.txns.abort(task), "abort_transaction")
+            except ProducerFenced as abort_exc:
+                log.warning("fenced while aborting (%s): dropping the partitions", abort_exc)
             except Exception as abort_exc:
                 log.warning("abort failed too (%r): dropping the partitions", abort_exc)
             else:

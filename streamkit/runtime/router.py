@@ -25,6 +25,7 @@ class Router:
         self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to
         self.barrier = Barrier()
         self.version = 0  # bumped whenever the set of subscribed topics changes
+        self.epoch = 0  # bumped by a rewind: a batch whose delivery spans it is not counted
         self.records_in = 0
 
     def subscribe(self, topic: Any, subscriber: Subscriber) -> None:
@@ -46,6 +47,7 @@ class Router:
         """Decode a batch and queue it for every subscriber; bad records go to the error policy."""
         if not messages:
             return
+        epoch = self.epoch
         route = self.routes.get(tp.topic)
         if route is not None:
             decode_key = route.topic.key_codec.decode
@@ -63,8 +65,12 @@ class Router:
                         processing.reset(token)
             if events:
                 for subscriber in route.subscribers:
+                    if epoch != self.epoch:
+                        break
                     await subscriber.put(Batch(tp, events))
         self.records_in += len(messages)
+        if epoch != self.epoch:  # rewound while this batch was queued: it was revoked, it comes again
+            return
         if tp not in self.delivered:
             self.first_delivered[tp] = messages[0].offset
         self.delivered[tp] = messages[-1].offset + 1

@@ -191,13 +191,19 @@ class TransactionalProducer(Producer):
         for tp, offset in offsets.items():
             by_unit.setdefault(self.task_of(tp), {})[tp] = offset
         if self.plain is not None:
-            await self.plain.flush()
+            try:
+                await self.plain.flush()
+            except Exception as exc:  # tied to no input offset: nothing to reprocess, say it loudly
+                log.error("records sent outside any transaction (timers, web views) were lost: %s", exc)
         outcome: dict[Task, BaseException | None] = {}
         for task in sorted(set(by_unit) | self.dirty):
             producer = self.units.get(task)
             if producer is None:
                 continue  # offsets of a task given up meanwhile: its new owner reprocesses them
             try:
+                # Every send of the transaction acknowledged first: a client may commit a
+                # transaction one of whose batches failed (aiokafka does), losing that record.
+                await producer.flush()
                 if by_unit.get(task):
                     await producer.send_offsets_to_transaction(by_unit[task], group)
                 await producer.commit_transaction()

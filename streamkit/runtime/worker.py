@@ -15,6 +15,8 @@ from mode import Service
 from ..errors import WorkerStopped
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning
+from ..transport.base import is_retriable
+from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .router import Router
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamkit.worker")
 
-CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive fetch errors before the worker halts
+CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive non-retriable fetch errors before halting
 
 
 def describe_tps(tps: list[TP]) -> str:
@@ -60,6 +62,7 @@ class Runtime(Service):
         self.rebalances = 0
         self._loop_task: asyncio.Task | None = None
         self._commit_task: asyncio.Task | None = None
+        self.broker_watch: BrokerWatch | None = None
         self._subscribed_version = -1
         self._stopping = False
         self._gc_tuned = False
@@ -114,7 +117,7 @@ class Runtime(Service):
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
                                                     rewind=self._rewind, fenced=self._fenced)
         else:
-            self.checkpoint = Checkpoint(self.router, self.consumer, self.producer)
+            self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self._rewind)
         if self.app.tables:
             from ..tables.manager import TableManager
 
@@ -123,6 +126,8 @@ class Runtime(Service):
             await self.tables.start()
         gc_tuning.acquire(self.conf.gc_young_threshold)
         self._gc_tuned = True
+        self.broker_watch = BrokerWatch(self.consumer, self.conf.bootstrap_servers)
+        self.broker_watch.start()
         self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
@@ -192,6 +197,8 @@ class Runtime(Service):
                 await asyncio.sleep(1.0)
 
     def _rewind_positions(self, tps: list[TP]) -> dict[TP, int]:
+        """Where each of ``tps`` goes back to: the last committed offset, or, with none yet, the
+        first record delivered since the assignment; queued records of ``tps`` are dropped."""
         assert self.checkpoint is not None
         targets = {}
         for tp in tps:
@@ -200,12 +207,13 @@ class Runtime(Service):
                 targets[tp] = target
         self.router.revoke(tps)
         self.router.forget(tps)
+        self.router.epoch += 1  # a batch being delivered right now is stale: not counted
         self._fetch_epoch += 1
         return targets
 
     async def _rewind(self, tps: list[TP]) -> None:
-        """After a rolled-back transaction: read ``tps`` again from the last committed offsets.
-        The consume loop seeks between two fetches, dropping what a fetch in flight returns."""
+        """After a rolled-back checkpoint: read ``tps`` again from the last committed offsets.
+        The consume loop seeks before its next fetch, dropping what a fetch in flight returns."""
         self._pending_seeks.update(self._rewind_positions(tps))
 
     async def _fenced(self, task: Any) -> None:
@@ -233,17 +241,28 @@ class Runtime(Service):
             log.warning("records still in flight after %.1fs; they will be processed again", timeout)
         if self.checkpoint is not None:
             try:
-                await self.checkpoint.commit(tps)
+                if self._stopping:  # a broker away must not keep a stopping worker up
+                    await asyncio.wait_for(self.checkpoint.commit(tps), max(timeout, 1.0))
+                else:
+                    await self.checkpoint.commit(tps)
             except Exception as exc:
-                log.warning("commit on revoke failed (records will be processed again): %r", exc)
+                log.warning("commit on %s failed (records will be processed again): %r",
+                            "stop" if self._stopping else "revoke", exc)
             self.checkpoint.forget(tps)
         self.router.forget(tps)
 
     # -- the loops ------------------------------------------------------------------------------
 
-    async def _consume_loop(self) -> None:
+    async def _apply_pending_seeks(self) -> None:
         assert self.consumer is not None
-        consumer, router, conf, assigned = self.consumer, self.router, self.conf, self.assigned
+        seeks, self._pending_seeks = self._pending_seeks, {}
+        for tp, offset in seeks.items():
+            if tp in self.assigned:
+                await self.consumer.seek(tp, offset)
+
+    async def _consume_loop(self) -> None:
+        assert self.consumer is not None and self.broker_watch is not None
+        consumer, router, conf, assigned, watch = self.consumer, self.router, self.conf, self.assigned, self.broker_watch
         failing_since: float | None = None
         loop = asyncio.get_running_loop()
         while not self._stopping:
@@ -251,15 +270,15 @@ class Runtime(Service):
                 if router.version != self._subscribed_version:
                     await self.ensure_topics()
                     self._subscribe()
+                if self._pending_seeks:
+                    await self._apply_pending_seeks()
                 epoch = self._fetch_epoch
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
-                if epoch != self._fetch_epoch:  # fetched around a rewind: these records come again
-                    seeks, self._pending_seeks = self._pending_seeks, {}
-                    for tp, offset in seeks.items():
-                        if tp in assigned:
-                            await consumer.seek(tp, offset)
-                    continue
+                if batches:
+                    watch.activity()
                 for tp, messages in batches.items():
+                    if epoch != self._fetch_epoch:  # fetched around a rewind: these records come again
+                        break
                     # A batch fetched just before a rebalance may belong to a partition that is
                     # gone: the new owner processes it, and we must not commit it.
                     if tp in assigned:
@@ -269,8 +288,12 @@ class Runtime(Service):
                 raise
             except WorkerStopped:  # the ``stop`` error policy already asked the worker to halt
                 return
-            except Exception as exc:  # broker restarts and network blips are retried, bounded
-                now = loop.time()
+            except Exception as exc:
+                if is_retriable(exc):  # the broker is away or busy: wait it out, however long
+                    watch.unreachable(exc)
+                    await asyncio.sleep(1.0)
+                    continue
+                now = loop.time()  # anything else is retried for a bounded time, then halts
                 failing_since = failing_since or now
                 if now - failing_since > CONSUMER_FAILURE_BUDGET:
                     log.exception("consumer keeps failing for %.0fs; halting", now - failing_since)
@@ -287,8 +310,8 @@ class Runtime(Service):
                 await self.checkpoint.commit(wait=False)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # a failed flush/commit: retry next interval, reprocess at worst
-                log.warning("checkpoint failed, will retry: %r", exc)
+            except Exception as exc:  # rolled back (records come again) or a failed offset commit
+                log.warning("checkpoint did not commit (%s); the next one retries, nothing is lost", exc)
 
     async def fail(self, exc: BaseException) -> None:
         """Halt the worker (``stop`` policy or an unrecoverable client error)."""
@@ -305,29 +328,39 @@ class Runtime(Service):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        if self.broker_watch is not None:
+            await self.broker_watch.stop()
+        bound = self.conf.stop_timeout if self.fatal is None else 0.5
         if self.consumer is not None and self.checkpoint is not None:
-            await self.release(sorted(self.assigned), self.conf.stop_timeout if self.fatal is None else 0.5)
+            await self.release(sorted(self.assigned), bound)
         for agent in self.app.agents.values():
             await agent.stop()
         if self.tables is not None and self.checkpoint is not None:
-            try:
-                await self.checkpoint.commit()  # flush what agents wrote while stopping
-            except Exception as exc:
-                log.warning("final checkpoint failed (records will be processed again): %r", exc)
+            # flush what agents wrote while stopping
+            await _bounded(self.checkpoint.commit(), "final checkpoint (records will be processed again)", bound)
             await self.tables.stop()
         if self.consumer is not None:
-            try:
-                await self.consumer.stop()
-            except Exception as exc:
-                log.warning("consumer close failed: %r", exc)
+            await _bounded(self.consumer.stop(), "consumer close", bound)
         if self.producer is not None:
-            try:
-                await self.producer.flush()
-            finally:
-                await self.producer.stop()
+            if await _bounded(self.producer.flush(), "producer flush", bound):
+                await _bounded(self.producer.stop(), "producer close", bound)
+            else:
+                await _bounded(self.producer.stop(), "producer close", 1.0)
         if self.identity is not None:
             self.identity.release()
         if self._gc_tuned:
             self._gc_tuned = False
             gc_tuning.release(self.conf.gc_young_threshold)
         log.info("worker for %r stopped", self.app.id)
+
+
+async def _bounded(call: Any, what: str, timeout: float) -> bool:
+    """Await ``call`` for at most ``timeout`` seconds; log (never raise) a failure or timeout."""
+    try:
+        await asyncio.wait_for(call, max(timeout, 0.5))
+        return True
+    except asyncio.TimeoutError:
+        log.warning("%s: gave up after %.1fs (is the broker reachable?)", what, timeout)
+    except Exception as exc:
+        log.warning("%s failed: %r", what, exc)
+    return False

@@ -16,6 +16,7 @@ from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
+from .quiet import quiet_client_logs, with_reconnect_backoff
 from .security import aiokafka_common, compression
 
 
@@ -55,6 +56,7 @@ class AiokafkaConsumer(Consumer):
         opts.update(settings.consumer_config)
         opts.update(overrides)
         self._client = AIOKafkaConsumer(**opts)
+        with_reconnect_backoff(self._client._client)
         self._group_id = group_id
         self._subscription: tuple[list[str], Any] = ([], None)
 
@@ -75,6 +77,9 @@ class AiokafkaConsumer(Consumer):
 
     async def position(self, tp: TP) -> int | None:
         return await self._client.position(TopicPartition(*tp))
+
+    async def check_connection(self, timeout: float) -> None:
+        await asyncio.wait_for(self._client._client.fetch_all_metadata(), timeout)
 
     def group_metadata(self) -> Any:
         return self._group_id  # aiokafka sends offsets by group id only (EOS v1)
@@ -137,6 +142,7 @@ class AiokafkaProducer(Producer):
         opts.update(settings.producer_config)
         opts.update(overrides)
         self._client = AIOKafkaProducer(**opts)
+        with_reconnect_backoff(self._client.client)
         self._pending = PendingDeliveries()
 
     async def start(self) -> None:
@@ -191,16 +197,17 @@ class AiokafkaProducer(Producer):
 
     async def commit_transaction(self) -> None:
         await self._txn_call("commit_transaction", self._client.commit_transaction())
-        await self._pending.settle()
+        self._pending.discard()  # the checkpoint flushed and checked every send before committing
 
     async def abort_transaction(self) -> None:
         await self._txn_call("abort_transaction", self._client.abort_transaction())
-        self._pending = PendingDeliveries()
+        self._pending.discard()
 
 
 class AiokafkaAdmin(Admin):
     def __init__(self, settings: Settings) -> None:
         self._client = AIOKafkaAdminClient(**aiokafka_common(settings))
+        with_reconnect_backoff(self._client._client)
 
     async def start(self) -> None:
         await self._client.start()
@@ -236,6 +243,7 @@ class AiokafkaDriver(Driver):
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        quiet_client_logs()
 
     def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
         return AiokafkaConsumer(self.settings, group_id, **overrides)

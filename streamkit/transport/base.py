@@ -7,12 +7,55 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import logging
+import random
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, NamedTuple, Sequence
 
 from ..errors import TransactionsUnsupported
 
 Headers = list[tuple[str, bytes]]
+log = logging.getLogger("streamkit.transport")
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """True for a failure a client reports while the broker is unreachable or busy: the same
+    call may be made again (aiokafka and the memory broker mark their errors ``retriable``;
+    librdkafka says so on the KafkaError inside its exception)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(type(current), "retriable", None) is True or getattr(current, "retriable", None) is True:
+            return True
+        inner = current.args[0] if current.args else None
+        check = getattr(inner, "retriable", None)
+        if callable(check) and check():
+            return True
+        if isinstance(current, (ConnectionError, asyncio.TimeoutError)):
+            return True
+        current = current.__cause__
+    return False
+
+
+async def retry_while_unreachable(call: Callable[[], Awaitable[Any]], what: str, *,
+                                  max_delay: float = 5.0) -> Any:
+    """Await ``call()`` until it succeeds or fails with a non-retriable error: an outage of any
+    length is waited out (with backoff and one log line per 30 s), never turned into data loss."""
+    loop = asyncio.get_running_loop()
+    delay, started, logged = 0.1, loop.time(), 0.0
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            if not is_retriable(exc):
+                raise
+            waited = loop.time() - started
+            if not logged or waited - logged >= 30:
+                logged = waited or 0.001
+                log.warning("%s: broker unreachable for %.0fs, retrying: %r", what, waited, exc)
+        await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+        delay = min(delay * 2, max_delay)
 
 
 class TP(NamedTuple):
@@ -129,6 +172,12 @@ class Consumer(abc.ABC):
 
     @abc.abstractmethod
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]: ...
+
+    @abc.abstractmethod
+    async def check_connection(self, timeout: float) -> None:
+        """Ask the cluster for metadata; raise if no broker answers within ``timeout`` seconds.
+        (Fetches return nothing during an outage on every client: this is how it is told apart
+        from a quiet topic.)"""
 
     def highwater(self, tp: TP) -> int | None:
         """The last high watermark the client saw for ``tp`` (no request); None if unknown."""

@@ -25,10 +25,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
+from .quiet import RateLimitFilter
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
 log = logging.getLogger("streamkit.confluent")
+log.addFilter(RateLimitFilter())  # per-fetch client errors during an outage: one line per 30 s
 
 
 def _logged(fn: Any) -> None:
@@ -230,6 +232,11 @@ class ConfluentConsumer(Consumer):
     async def position(self, tp: TP) -> int | None:
         [part] = await self._call(self.client.position, [TopicPartition(*tp)])
         return part.offset if part.offset >= 0 else None
+
+    async def check_connection(self, timeout: float) -> None:
+        # Not the call pool: a lookup stuck there during an outage would hold up the others.
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, lambda: self.client.list_topics(timeout=timeout))
 
     def group_metadata(self) -> Any:
         """The metadata taken when the current assignment arrived (see ``subscribe``)."""

@@ -13,11 +13,12 @@ from confluent_kafka import TopicPartition
 
 from ..errors import GroupFenced, ProducerFenced, TransactionAborted
 from ..settings import Settings
-from .base import TP, Producer
-from .pending import PendingDeliveries
+from .base import TP, Producer, retry_while_unreachable
+from .pending import DeliveryFailed, PendingDeliveries, delivery_failed
 from .security import compression, confluent_common
 
 log = logging.getLogger("streamkit.confluent")
+FLUSH_STEP = 5.0  # seconds per blocking flush call (a cancelled flush frees its thread this soon)
 
 
 class ConfluentProducer(Producer):
@@ -46,6 +47,7 @@ class ConfluentProducer(Producer):
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._txn_in_flight: asyncio.Future | None = None
 
     @property
     def client(self) -> CKProducer:
@@ -155,15 +157,24 @@ class ConfluentProducer(Producer):
 
     async def flush(self) -> None:
         loop = asyncio.get_running_loop()
-        remaining = await loop.run_in_executor(None, self.client.flush, 60)
-        if remaining:
-            raise KafkaException(f"{remaining} records still undelivered after 60 s")
+        waited = 0.0
+        while True:  # librdkafka reports every record within message.timeout.ms: this ends
+            remaining = await loop.run_in_executor(None, self.client.flush, FLUSH_STEP)
+            if not remaining:
+                break
+            waited += FLUSH_STEP
+            if waited % 30 < FLUSH_STEP:
+                log.warning("%d record(s) still waiting for the broker after %.0fs", remaining, waited)
         await asyncio.sleep(0)  # let the poller's last call_soon_threadsafe run
         self._resolve_reports()
-        if self._untracked_errors:
-            errors, self._untracked_errors = self._untracked_errors, []
-            raise KafkaException(errors[0])
-        await self._pending.settle()
+        errors, self._untracked_errors = self._untracked_errors, []
+        failures: list[BaseException] = [KafkaException(err) for err in errors]
+        try:
+            await self._pending.settle()
+        except DeliveryFailed as exc:
+            failures.extend(exc.failures)
+        if failures:
+            raise delivery_failed(failures)
 
     async def partitions_for(self, topic: str) -> int:
         loop = asyncio.get_running_loop()
@@ -172,14 +183,21 @@ class ConfluentProducer(Producer):
 
     # -- transactions (librdkafka's calls block: run them off the loop) --------------------------
 
-    async def _txn_call(self, what: str, fn: Any, *args: Any, retries: int = 1) -> None:
-        """One transactional call, retried once if librdkafka says so; anything longer is left to
-        an abort (a checkpoint that hangs would also hold up a rebalance waiting for it)."""
+    async def _txn_call(self, what: str, fn: Any, *args: Any) -> None:
+        """One transactional call. librdkafka's transactional calls are resumable: one that
+        fails with a retriable error (a timeout while the broker is away) is made again until it
+        completes, however long the outage. Calls never overlap: a caller cancelled while its
+        call runs in a thread (a stopping worker) leaves the next call waiting for that thread,
+        or librdkafka refuses it ("Simultaneous ... calls not allowed") and a later abort too."""
         loop = asyncio.get_running_loop()
-        for attempt in range(retries + 1):
+
+        async def once() -> None:
+            previous = self._txn_in_flight
+            if previous is not None and not previous.done():
+                await asyncio.wait({previous})
+            self._txn_in_flight = call = loop.run_in_executor(None, fn, *args)
             try:
-                await loop.run_in_executor(None, fn, *args)
-                return
+                await asyncio.shield(call)
             except KafkaException as exc:
                 err = exc.args[0]
                 if not isinstance(err, KafkaError):
@@ -192,10 +210,9 @@ class ConfluentProducer(Producer):
                     raise GroupFenced(f"{what}: {err.str()}") from exc
                 if err.txn_requires_abort():
                     raise TransactionAborted(f"{what}: {err.str()}") from exc
-                if not err.retriable() or attempt == retries:
-                    raise
-                log.warning("%s failed (retrying): %s", what, err.str())
-                await asyncio.sleep(0.2 * (attempt + 1))
+                raise  # retriable ones are made again by retry_while_unreachable
+
+        await retry_while_unreachable(once, what)
 
     async def init_transactions(self) -> None:
         await self._txn_call("init_transactions", self.client.init_transactions, 60)

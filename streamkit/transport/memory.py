@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError, GroupFenced, ProducerFenced
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .memory_faults import Faults, InjectedFault
 from .partitioner import partition_for_key
+from .pending import PendingDeliveries
 
 _BROKERS: dict[str, "MemoryBroker"] = {}
 
@@ -40,6 +42,7 @@ class MemoryBroker:
         self.control: dict[TP, set[int]] = {}  # offsets of commit/abort markers
         self.aborted: dict[TP, set[int]] = {}  # offsets of records whose transaction aborted
         self.generations: dict[str, int] = {}  # consumer group generation, bumped per rebalance
+        self.faults = Faults()  # what tests make go wrong (memory_faults.py)
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -85,6 +88,10 @@ class MemoryBroker:
         if transactional_id in self.open_txns:
             self.end_txn(transactional_id, commit=False)
         return epoch
+
+    def fence(self, transactional_id: str) -> None:
+        """As if a newer producer registered ``transactional_id``: the current one is fenced."""
+        self.init_producer(transactional_id)
 
     def check_epoch(self, transactional_id: str, epoch: int) -> None:
         if self.txn_epochs.get(transactional_id) != epoch:
@@ -215,6 +222,9 @@ class MemoryConsumer(Consumer):
             self._positions[tp] = offsets.get(tp, start)
 
     async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
+        if not self.broker.faults.available:  # like a real client: nothing arrives, no error
+            await asyncio.sleep(timeout)
+            return {}
         if self._needs_join:
             self._needs_join = False
             await self.broker.rebalance(self.group_id or "")
@@ -262,13 +272,19 @@ class MemoryConsumer(Consumer):
             self._positions[tp] = self.broker.end_offset(tp)
 
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
+        faults = self.broker.faults
+        faults.check_available("commit")
+        if faults.take("fail_commits"):
+            raise InjectedFault("offset commit failed (injected)")
         self.broker.committed.setdefault(self.group_id or "", {}).update(offsets)
 
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
+        self.broker.faults.check_available("committed")
         group = self.broker.committed.get(self.group_id or "", {})
         return {tp: group.get(tp) for tp in tps}
 
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        self.broker.faults.check_available("end_offsets")
         if self.read_committed:
             return {tp: self.broker.stable_offset(tp) for tp in tps}
         return {tp: self.broker.end_offset(tp) for tp in tps}
@@ -279,6 +295,9 @@ class MemoryConsumer(Consumer):
     async def position(self, tp: TP) -> int | None:
         return self._positions.get(tp)
 
+    async def check_connection(self, timeout: float) -> None:
+        self.broker.faults.check_available("metadata")
+
     def group_metadata(self) -> Any:
         return (self.group_id or "", self.generation)
 
@@ -287,17 +306,22 @@ class MemoryConsumer(Consumer):
 
 
 class MemoryProducer(Producer):
+    """Sends resolve at once, unless a fault says otherwise: then they fail, or wait in a buffer
+    through an outage, and ``flush`` reports it, as a real client's flush does."""
+
     def __init__(self, broker: MemoryBroker, transactional_id: str | None = None) -> None:
         self.broker = broker
         self.transactional_id = transactional_id
         self._epoch = -1
         self._txn: _Txn | None = None
+        self._pending = PendingDeliveries()
+        self._buffer: list[tuple[asyncio.Future, tuple[Any, ...], float, _Txn | None]] = []
 
     async def start(self) -> None:
         pass
 
     async def stop(self) -> None:
-        pass
+        self._drain()
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
                    headers: Any = None, timestamp: int | None = None, track: bool = True) -> asyncio.Future:
@@ -306,11 +330,44 @@ class MemoryProducer(Producer):
             if self._txn is None:
                 raise RuntimeError("a transactional producer sends only inside a transaction")
         fut = asyncio.get_running_loop().create_future()
+        record = (topic, key, value, partition, headers, timestamp)
+        faults = self.broker.faults
+        if faults.send_fails(topic, value):
+            fut.set_exception(InjectedFault(f"delivery to {topic!r} failed (injected)"))
+        elif self._buffer or not faults.available:
+            self._buffer.append((fut, record, time.monotonic(), self._txn))
+        else:
+            self._deliver(fut, record, self._txn)
+        self._pending.add(fut)
+        return fut
+
+    def _deliver(self, fut: asyncio.Future, record: tuple[Any, ...], txn: "_Txn | None") -> None:
         try:
-            fut.set_result(self.broker.append(topic, key, value, partition, headers, timestamp, self._txn))
+            fut.set_result(self.broker.append(*record, txn))
         except Exception as exc:  # surfaced at flush like a real delivery failure
             fut.set_exception(exc)
-        return fut
+
+    def _drain(self) -> None:
+        """Deliver what an outage held back, in order; fail what waited past the timeout."""
+        faults = self.broker.faults
+        now = time.monotonic()
+        while self._buffer:
+            fut, record, sent_at, txn = self._buffer[0]
+            if not faults.available and now - sent_at < faults.delivery_timeout:
+                return
+            self._buffer.pop(0)
+            if faults.available:
+                self._deliver(fut, record, txn)
+            else:
+                fut.set_exception(InjectedFault(f"delivery to {record[0]!r} timed out after "
+                                                f"{faults.delivery_timeout:.0f}s (injected outage)"))
+
+    async def flush(self) -> None:
+        self._drain()
+        while self._buffer:  # the outage is waited out, or the buffered records time out
+            await asyncio.sleep(0.01)
+            self._drain()
+        await self._pending.settle()
 
     def _check(self) -> None:
         if self.transactional_id is None:
@@ -320,6 +377,7 @@ class MemoryProducer(Producer):
     async def init_transactions(self) -> None:
         if self.transactional_id is None:
             raise RuntimeError("init_transactions needs a transactional_id")
+        self.broker.faults.check_available("init_transactions")
         self._epoch = self.broker.init_producer(self.transactional_id)
 
     async def begin_transaction(self) -> None:
@@ -329,6 +387,7 @@ class MemoryProducer(Producer):
         self._txn = self.broker.begin_txn(self.transactional_id or "")
 
     async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
+        self.broker.faults.check_available("send_offsets_to_transaction")
         self._check()
         if self._txn is None:
             raise RuntimeError("no open transaction")
@@ -340,10 +399,27 @@ class MemoryProducer(Producer):
         self._txn.offsets.setdefault(group, {}).update(offsets)
 
     async def commit_transaction(self) -> None:
+        """Commits even if one of the transaction's sends failed (as aiokafka does): checking
+        deliveries before committing is the caller's job, and the tests hold it to that."""
+        faults = self.broker.faults
+        self._drain()
+        faults.check_available("commit_transaction")
+        if faults.take("fail_txn_commits"):
+            raise InjectedFault("commit_transaction failed (injected)")
         await self._end(commit=True)
+        self._pending.discard()
 
     async def abort_transaction(self) -> None:
+        faults = self.broker.faults
+        faults.check_available("abort_transaction")
+        if faults.take("fail_txn_aborts"):
+            raise InjectedFault("abort_transaction failed (injected)")
+        for fut, _record, _sent_at, txn in self._buffer:
+            if txn is self._txn:  # never sent: the aborted transaction takes them along
+                fut.cancel()
+        self._buffer = [b for b in self._buffer if b[3] is not self._txn]
         await self._end(commit=False)
+        self._pending.discard()
 
     async def _end(self, *, commit: bool) -> None:
         self._check()
@@ -351,9 +427,6 @@ class MemoryProducer(Producer):
             raise RuntimeError("no open transaction")
         self._txn = None
         self.broker.end_txn(self.transactional_id or "", commit=commit)
-
-    async def flush(self) -> None:
-        pass
 
     async def partitions_for(self, topic: str) -> int:
         return len(self.broker.logs[topic])

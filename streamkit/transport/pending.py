@@ -5,7 +5,21 @@ import asyncio
 
 
 class DeliveryFailed(Exception):
-    """At least one record queued since the last flush was not acknowledged by the broker."""
+    """At least one record queued since the last flush was not acknowledged by the broker.
+
+    ``failures`` holds every failed delivery's exception (not only the first), so the log and the
+    caller see the whole extent of what must be processed again."""
+
+    def __init__(self, message: str, failures: list[BaseException] | None = None) -> None:
+        super().__init__(message)
+        self.failures = failures or []
+
+
+def delivery_failed(failures: list[BaseException]) -> DeliveryFailed:
+    """One exception naming how many deliveries failed and the first reason."""
+    first = failures[0]
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return DeliveryFailed(f"{len(failures)} record(s) not delivered: {first!r}{more}", failures)
 
 
 class PendingDeliveries:
@@ -19,16 +33,44 @@ class PendingDeliveries:
     def add(self, fut: asyncio.Future) -> None:
         self._futures.append(fut)
 
+    def __len__(self) -> int:
+        return len(self._futures)
+
     async def settle(self) -> None:
-        futures, self._futures = self._futures, []
-        if not futures:
+        """Wait for every queued delivery and raise ``DeliveryFailed`` if any of them failed.
+
+        Every future's outcome is read (a failure left unread would be logged by asyncio as
+        "never retrieved" and, worse, forgotten); a cancelled wait leaves them for the next call.
+        """
+        count = len(self._futures)
+        if not count:
             return
+        futures = self._futures[:count]
         unfinished = [f for f in futures if not f.done()]  # after a flush, usually none
         if unfinished:
             await asyncio.wait(unfinished)
+        self._futures = self._futures[count:]  # sends made while waiting stay for next time
+        failures: list[BaseException] = []
         for fut in futures:
             if fut.cancelled():
-                raise DeliveryFailed("a queued record was cancelled before delivery")
+                failures.append(asyncio.CancelledError("a queued record was cancelled before delivery"))
+                continue
             exc = fut.exception()
             if exc is not None:
-                raise DeliveryFailed(f"delivery failed: {exc!r}") from exc
+                failures.append(exc)
+        if failures:
+            raise delivery_failed(failures) from failures[0]
+
+    def discard(self) -> None:
+        """Forget the futures (an aborted transaction's records), reading their outcomes."""
+        futures, self._futures = self._futures, []
+        for fut in futures:
+            if fut.done() and not fut.cancelled():
+                fut.exception()
+            elif not fut.done():
+                fut.add_done_callback(_read_outcome)
+
+
+def _read_outcome(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()

@@ -47,6 +47,26 @@ class _RuntimeCollector:
             active = GaugeMetricFamily("streamkit_recovery_active", "1 while tables recover", labels=["app"])
             active.add_metric([app_id], 1 if progress.active else 0)
             yield active
+        watch = runtime.broker_watch
+        if watch is not None:
+            up = GaugeMetricFamily("streamkit_broker_reachable", "0 while the broker is unreachable", labels=["app"])
+            up.add_metric([app_id], 1 if watch.reachable else 0)
+            yield up
+            down = GaugeMetricFamily("streamkit_broker_unreachable_seconds", "How long the current outage has lasted",
+                                     labels=["app"])
+            down.add_metric([app_id], watch.down_for)
+            yield down
+            outages = CounterMetricFamily("streamkit_broker_outages", "Times the broker became unreachable",
+                                          labels=["app"])
+            outages.add_metric([app_id], watch.outages)
+            yield outages
+        checkpoint = runtime.checkpoint
+        if checkpoint is not None:
+            rollbacks = CounterMetricFamily("streamkit_checkpoint_rollbacks",
+                                            "Checkpoints rolled back (failed delivery or transaction): records reprocessed",
+                                            labels=["app"])
+            rollbacks.add_metric([app_id], checkpoint.rollbacks)
+            yield rollbacks
         restarts = CounterMetricFamily("streamkit_agent_restarts", "Agent restarts after exceptions",
                                        labels=["app", "agent"])
         for name, agent in self.app.agents.items():

@@ -106,9 +106,13 @@ class WebServer:
         runtime = self.app.runtime
         tables = runtime.tables if runtime is not None else None
         progress = tables.progress if tables is not None else None
-        ready = bool(runtime is not None and runtime.fatal is None and tables is not None and tables.ready
-                     and runtime.rebalances > 0)
+        watch = runtime.broker_watch if runtime is not None else None
+        broker_ok = watch is None or watch.reachable
+        ready = bool(runtime is not None and runtime.fatal is None and (tables is None or tables.ready)
+                     and runtime.rebalances > 0 and broker_ok)
         body: dict[str, Any] = {"ready": ready}
+        if not broker_ok:
+            body["broker"] = {"reachable": False, "down_for_s": round(watch.down_for, 1), "error": watch.last_error}
         if progress is not None and progress.active:
             body["recovery"] = {"done": progress.done, "total": progress.total, "rate": round(progress.rate, 1),
                                 "eta_s": progress.eta}

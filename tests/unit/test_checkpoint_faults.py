@@ -1,0 +1,300 @@
+"""The commit protocol under injected faults (memory driver), both guarantees, counted record by record.
+
+Each app is written the way users write it: topics and the table without ``partitions=``,
+the default store settings of the memory driver aside (``memory://`` keeps tests hermetic).
+Faults are injected at the transport interface (``MemoryBroker.faults``): a delivery that
+fails (seen at the next flush), an offset or transaction commit that fails, an abort that
+fails, an outage during which produced records wait and then time out.
+"""
+import uuid
+
+import pytest
+
+import streamkit as sk
+from streamkit.testing import wait_for
+from streamkit.transport import TP
+from streamkit.transport.memory import MemoryBroker
+from streamkit.transport.pending import DeliveryFailed, PendingDeliveries
+
+N = 300
+
+
+def build(tmp_path, guarantee, mode="auto", on_value=None, **settings):
+    """numbers → add to a per-key sum table, emit each input's sequence number to ``seqs``."""
+    name = f"faults-{uuid.uuid4().hex[:6]}"
+    extra = {"transaction_producer": mode} if guarantee == "exactly_once" else {}
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 data_dir=str(tmp_path), processing_guarantee=guarantee, **extra, **settings)
+    numbers = app.topic("numbers", key_type=str, value_type=int)
+    seqs = app.topic("seqs", key_type=str, value_type=int)
+    sums = app.Table("sums", default=int)
+    processed: list[int] = []
+
+    @app.agent(numbers)
+    async def add(stream):
+        async for event in stream.events():
+            if on_value is not None:
+                on_value(event.value)
+            sums[event.key] += event.value
+            await seqs.send_soon(key=event.key, value=event.value)
+            processed.append(event.value)
+
+    return app, numbers, sums, processed
+
+
+def broker_of(app) -> MemoryBroker:
+    return MemoryBroker.named(app.conf.bootstrap_servers)
+
+
+def send_inputs(app, numbers, start, stop):
+    """Appended straight to the log: the test's inputs never meet the injected faults."""
+    broker = broker_of(app)
+    for i in range(start, stop):
+        broker.append(numbers.name, numbers.key_codec.encode(f"k{i % 10}"), numbers.value_codec.encode(i), None, None, None)
+
+
+def visible(app, topic, *, committed_only):
+    broker = broker_of(app)
+    out = []
+    for partition, log in enumerate(broker.logs.get(topic, [])):
+        tp = TP(topic, partition)
+        hidden = broker.control.get(tp, set())
+        end = len(log)
+        if committed_only:
+            hidden = hidden | broker.aborted.get(tp, set())
+            end = broker.stable_offset(tp)
+        out.extend(m for m in log[:end] if m.offset not in hidden)
+    return out
+
+
+def expected_sums(n):
+    sums: dict[str, int] = {}
+    for i in range(n):
+        sums[f"k{i % 10}"] = sums.get(f"k{i % 10}", 0) + i
+    return sums
+
+
+def outputs(app, *, committed_only=False):
+    return [int(m.value) for m in visible(app, "seqs", committed_only=committed_only)]
+
+
+def group_caught_up(app, topic):
+    """The group's committed offsets are at the end of every partition of ``topic``."""
+    broker = broker_of(app)
+    committed = broker.committed.get(app.id, {})
+    return all(committed.get(TP(topic, p), 0) >= broker.end_offset(TP(topic, p))
+               for p in range(len(broker.logs[topic])))
+
+
+def fail_once(values):
+    """A ``fail_send_if`` that fails the first delivery of each of ``values`` to ``seqs``."""
+    left = set(values)
+
+    def check(topic, value):
+        if topic == "seqs" and value is not None and int(value) in left:
+            left.discard(int(value))
+            return True
+        return False
+
+    return check, left
+
+
+async def test_settle_reports_every_failed_delivery_not_only_the_first():
+    import asyncio
+
+    pending = PendingDeliveries()
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(5)]
+    for i, fut in enumerate(futures):
+        if i % 2:
+            fut.set_exception(RuntimeError(f"lost {i}"))
+        else:
+            fut.set_result((0, i))
+        pending.add(fut)
+    with pytest.raises(DeliveryFailed) as caught:
+        await pending.settle()
+    assert [str(e) for e in caught.value.failures] == ["lost 1", "lost 3"]
+    assert "2 record(s) not delivered" in str(caught.value)
+    await pending.settle()  # everything was read: nothing is reported twice
+
+
+async def test_memory_flush_reports_a_failed_delivery():
+    """The memory driver's flush used to be ``pass``: a failed send surfaced nowhere."""
+    name = f"flush-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False)
+    producer = app.driver.producer()
+    broker_of(app).faults.fail_sends = 1
+    await producer.send("t", b"k", b"v")
+    await producer.send("t", b"k", b"w")
+    with pytest.raises(DeliveryFailed, match="1 record"):
+        await producer.flush()
+    assert [m.value for m in broker_of(app).logs["t"][0]] == [b"w"]
+
+
+async def test_at_least_once_a_delivery_failing_after_the_checkpoint_started_is_reprocessed(tmp_path):
+    """The regression: the flush failed, the next checkpoint committed past the lost outputs."""
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
+    check, left = fail_once({57, 133, 250})
+    broker_of(app).faults.fail_send_if = check
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N, 10, message="first pass over the inputs")
+        with pytest.raises(DeliveryFailed, match="3 record"):
+            await runtime.checkpoint.commit()
+        assert not left  # the three deliveries did fail
+        assert runtime.checkpoint.rollbacks == 1
+        # Rewound to the last commit (none): every input is processed again and then committed.
+        await wait_for(lambda: len(processed) >= 2 * N and not runtime.router.holding(), 10,
+                       message="the reprocessing after the rollback")
+        await runtime.checkpoint.commit()
+        assert group_caught_up(app, numbers.name)
+        assert set(outputs(app)) == set(range(N)), "an output was lost"
+        got = {k: sums[k] for k in expected_sums(N)}
+        assert got == expected_sums(N)  # rolled back to the store, then rebuilt once
+    assert runtime.fatal is None
+
+
+async def test_at_least_once_periodic_checkpoints_lose_nothing_with_default_settings(tmp_path):
+    """Same fault, default commit_interval: the commit loop itself must roll back and recover."""
+    app, numbers, sums, processed = build(tmp_path, "at_least_once")
+    check, left = fail_once({10, 200})
+    broker_of(app).faults.fail_send_if = check
+    async with app.running():
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: not left and app.runtime.checkpoint.rollbacks >= 1, 15,
+                       message="the failed deliveries and a rollback")
+        await wait_for(lambda: group_caught_up(app, numbers.name), 15, message="offsets committed to the end")
+        assert set(outputs(app)) == set(range(N))
+        assert all(sums[k] >= v for k, v in expected_sums(N).items()), "a table value is under its truth"
+
+
+async def test_at_least_once_a_failed_offset_commit_loses_nothing(tmp_path):
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N, 10)
+        broker_of(app).faults.fail_commits = 1
+        with pytest.raises(Exception, match="injected"):
+            await runtime.checkpoint.commit()
+        assert not group_caught_up(app, numbers.name)
+        await runtime.checkpoint.commit()  # the changes and the offsets go again
+        assert group_caught_up(app, numbers.name)
+        assert runtime.checkpoint.rollbacks == 0  # the outputs were in Kafka: nothing to redo
+        assert {k: sums[k] for k in expected_sums(N)} == expected_sums(N)
+    changelog = {m.key.decode(): int(m.value) for m in visible(app, f"{app.id}-sums-changelog", committed_only=False)}
+    assert changelog == expected_sums(N)
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_an_outage_longer_than_the_delivery_timeout_is_waited_out(tmp_path, guarantee):
+    """The broker goes away mid-run (while record 150 is processed, so the rest of its batch is
+    processed into a producer that cannot deliver); the buffered outputs time out; the worker
+    stays up, says so, and once the broker is back every input has its output."""
+    started: list[bool] = []
+
+    def break_broker(value):
+        if value == 150 and not started:
+            started.append(True)
+            faults.outage(4.0)
+
+    app, numbers, sums, processed = build(tmp_path, guarantee, on_value=break_broker, commit_interval=0.2)
+    faults = broker_of(app).faults
+    faults.delivery_timeout = 0.5
+    original = app.agents["add"]
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, 100)
+        await wait_for(lambda: group_caught_up(app, numbers.name), 10, message="the first 100 committed")
+        send_inputs(app, numbers, 100, N)
+        await wait_for(lambda: started, 10, message="the outage begun")
+        await wait_for(lambda: not runtime.broker_watch.reachable, 10, message="the outage noticed")
+        assert runtime.fatal is None
+        await wait_for(lambda: runtime.broker_watch.reachable, 15, message="the broker back")
+        await wait_for(lambda: group_caught_up(app, numbers.name), 15, message="all offsets committed")
+        assert runtime.fatal is None and original is app.agents["add"]
+        assert runtime.checkpoint.rollbacks >= 1, "no delivery failed: the test did not test the outage"
+        committed_only = guarantee == "exactly_once"
+        got = outputs(app, committed_only=committed_only)
+        assert set(got) == set(range(N))
+        if committed_only:
+            assert sorted(got) == list(range(N)), "exactly-once produced a duplicate"
+            assert {k: sums[k] for k in expected_sums(N)} == expected_sums(N)
+        else:
+            assert all(sums[k] >= v for k, v in expected_sums(N).items())
+
+
+MODES = ["worker", "partition"]
+
+
+async def commit_all(app):
+    """Run a checkpoint (the test's commit_interval is long); True once every input is committed."""
+    try:
+        await app.runtime.checkpoint.commit()
+    except sk.TransactionAborted:
+        return False
+    return group_caught_up(app, "numbers")
+
+
+def check_exact(app, n):
+    seqs = sorted(outputs(app, committed_only=True))
+    assert seqs == list(range(n)), f"{len(seqs)} outputs for {n} inputs"
+    latest = {m.key.decode(): int(m.value) for m in visible(app, f"{app.id}-sums-changelog", committed_only=True)}
+    assert latest == expected_sums(n)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_exactly_once_checks_every_send_before_committing(tmp_path, mode):
+    """A failed send inside the transaction: the memory broker (like aiokafka) would commit the
+    transaction anyway, so the checkpoint must see the failure first and abort."""
+    app, numbers, sums, processed = build(tmp_path, "exactly_once", mode, commit_interval=20)
+    check, left = fail_once({5, 77})
+    broker_of(app).faults.fail_send_if = check
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N, 10)
+        with pytest.raises(sk.TransactionAborted):
+            await runtime.checkpoint.commit()
+        assert not left and not {5, 77} & set(outputs(app, committed_only=True))
+        await wait_for(lambda: commit_all(app), 10, message="every input committed")
+        assert {k: sums[k] for k in expected_sums(N)} == expected_sums(N)
+    check_exact(app, N)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_exactly_once_a_failed_commit_and_a_failed_abort_still_end_exact(tmp_path, mode):
+    app, numbers, sums, processed = build(tmp_path, "exactly_once", mode, commit_interval=20)
+    faults = broker_of(app).faults
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, 100)
+        await wait_for(lambda: len(processed) >= 100, 10)
+        await runtime.checkpoint.commit()
+        send_inputs(app, numbers, 100, N)
+        await wait_for(lambda: len(processed) >= N, 10)
+        faults.fail_txn_commits = 1
+        faults.fail_txn_aborts = 1  # the rollback path itself fails: partitions dropped, group rejoined
+        rebalances = runtime.rebalances
+        with pytest.raises(sk.TransactionAborted):
+            await runtime.checkpoint.commit()
+        assert faults.fail_txn_commits == 0 and faults.fail_txn_aborts == 0
+        await wait_for(lambda: runtime.rebalances > rebalances and runtime.tables.ready, 10,
+                       message="the group rejoined and the tables recovered")
+        await wait_for(lambda: commit_all(app), 10, message="every input committed")
+        assert {k: sums[k] for k in expected_sums(N)} == expected_sums(N)
+    check_exact(app, N)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_exactly_once_periodic_checkpoints_recover_from_a_failed_send(tmp_path, mode):
+    """Default commit interval, one send failing: the loop aborts, reprocesses, ends exact."""
+    app, numbers, sums, processed = build(tmp_path, "exactly_once", mode)
+    check, left = fail_once({150})
+    broker_of(app).faults.fail_send_if = check
+    async with app.running():
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: not left and app.runtime.checkpoint.rollbacks >= 1, 15)
+        await wait_for(lambda: group_caught_up(app, numbers.name), 15)
+    check_exact(app, N)
