@@ -1,13 +1,15 @@
-"""The chaos harness's worker: sum per key in a table, one output per input, exactly-once.
+"""The chaos harness's worker: sum per key in a table, one output per input.
 
-CHAOS_APP_ID, CHAOS_IN, CHAOS_OUT and CHAOS_PARTITIONS configure it (set by the controller).
+CHAOS_APP_ID, CHAOS_IN, CHAOS_OUT, CHAOS_PARTITIONS and CHAOS_GUARANTEE configure it (set by
+the controller); the driver and broker come from STREAMKIT_DRIVER and STREAMKIT_BROKER.
 """
 import os
 
 import streamkit as sk
 
 partitions = int(os.environ.get("CHAOS_PARTITIONS", "6"))
-app = sk.App(os.environ.get("CHAOS_APP_ID", "chaos"), processing_guarantee="exactly_once",
+app = sk.App(os.environ.get("CHAOS_APP_ID", "chaos"),
+             processing_guarantee=os.environ.get("CHAOS_GUARANTEE", "exactly_once"),
              commit_interval=float(os.environ.get("CHAOS_COMMIT_INTERVAL", "0.5")),
              transaction_timeout_ms=15000, session_timeout_ms=6000, heartbeat_interval_ms=1000,
              web_enabled=False)

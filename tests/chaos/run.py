@@ -1,19 +1,29 @@
-"""Kill -9 chaos run for exactly-once: counts every output, not a belief.
+"""Fault-injection runs (Jepsen-style): every output, table value and dead letter counted.
 
-    python -m tests.chaos --broker 127.0.0.1:19092 --driver confluent --records 60000 --kills 20
+    python -m tests.chaos --broker 127.0.0.1:29092 --driver confluent --guarantee exactly_once \
+        --scenario kill --records 60000 --kills 20
+    python -m tests.chaos --broker 127.0.0.1:29092 --scenario outage --fault-seconds 45 \
+        --broker-stop "real-kafka.sh stop" --broker-start "real-kafka.sh start"
+    python -m tests.chaos --broker 127.0.0.1:29092 --scenario freeze --fault-seconds 45 --broker-pid-file PIDFILE
 
 N inputs with unique sequence numbers (key ``k<i % keys>``) go to a 6-partition topic while 2-3
-worker processes sum them per key into a table and emit one output per input. A controller
-SIGKILLs a random worker every few seconds and restarts it on the same data directory. At the
-end it reads the output topic and the table's changelog with read_committed and prints inputs,
-outputs, missing, duplicated and table mismatches; the exit status is non-zero unless all three
-are 0.
+worker processes sum them per key into a table and emit one output per input. Scenarios:
+``kill`` (SIGKILL a random worker every few seconds, restart it on the same data directory),
+``outage`` (broker stopped, restarted after ``--fault-seconds``), ``freeze`` (broker SIGSTOPped,
+like a network partition, then SIGCONTed), ``churn`` (a worker joins or leaves every 5 s),
+``malformed`` (10,000 records that are not JSON mixed into the input) and ``none``. At the end
+every worker still running gets SIGTERM (it must exit within 30 s), and the outputs, the table's
+changelog and the dead-letter topic are read back and counted against the truth. One summary
+line; the exit status is non-zero unless the guarantee held: at_least_once loses nothing and no
+table value is under its truth; exactly_once also duplicates nothing and every table value is
+exact; in both, no worker died because of the fault and every malformed record is dead-lettered.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,196 +31,179 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from .harness import STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, table_errors
 
-ROOT = Path(__file__).resolve().parents[2]
-PARTITIONS = 6
+SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed")
 
 
-@dataclass
-class Summary:
-    driver: str
-    inputs: int
-    outputs: int
-    missing: int
-    duplicated: int
-    mismatches: int
-    kills: int
-    seconds: float
+class BrokerControl:
+    """How a scenario takes the broker away: commands to stop/start it, or its pid to freeze."""
+
+    def __init__(self, stop: str | None = None, start: str | None = None, pid_file: str | None = None,
+                 pid: int | None = None) -> None:
+        self.stop_cmd, self.start_cmd, self.pid_file, self._pid = stop, start, pid_file, pid
 
     @property
-    def ok(self) -> bool:
-        return self.missing == 0 and self.duplicated == 0 and self.mismatches == 0 and self.outputs == self.inputs
+    def pid(self) -> int:
+        if self._pid is not None:
+            return self._pid
+        if not self.pid_file:
+            raise SystemExit("freeze needs --broker-pid-file (or a pid)")
+        return int(Path(self.pid_file).read_text().strip())
 
-    def line(self) -> str:
-        return (f"[{self.driver}] chaos: inputs={self.inputs} outputs={self.outputs} missing={self.missing} "
-                f"duplicated={self.duplicated} table_mismatches={self.mismatches} kills={self.kills} "
-                f"({self.seconds:.0f}s) {'OK' if self.ok else 'FAILED'}")
+    def _run(self, command: str | None, what: str) -> None:
+        if not command:
+            raise SystemExit(f"outage needs --broker-{what}")
+        subprocess.run(shlex.split(command), check=True, timeout=180, stdout=subprocess.DEVNULL)
 
-
-class Worker:
-    """One worker process, restartable on the same data directory (same worker identity)."""
-
-    def __init__(self, index: int, broker: str, driver: str, names: dict[str, str], workdir: Path) -> None:
-        self.index = index
-        self.data_dir = workdir / f"worker-{index}"
-        self.log_path = workdir / f"worker-{index}.log"
-        self.env = {**os.environ, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PYTHONUNBUFFERED": "1",
-                    "CHAOS_APP_ID": names["app"], "CHAOS_IN": names["in"], "CHAOS_OUT": names["out"],
-                    "CHAOS_PARTITIONS": str(PARTITIONS)}
-        self.process: subprocess.Popen | None = None
+    def stop(self) -> None:
+        self._run(self.stop_cmd, "stop")
 
     def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "streamkit", "worker", "-A", "tests.chaos.app:app", "-l", "info",
-                 "--without-web", "--data-dir", str(self.data_dir)],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self._run(self.start_cmd, "start")
 
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
+    def freeze(self) -> None:
+        os.kill(self.pid, signal.SIGSTOP)
 
-    def stop(self, timeout: float = 40.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        return self.process.returncode
+    def thaw(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
 
 
-def create_topics(broker: str, names: dict[str, str]) -> None:
-    admin = AdminClient({"bootstrap.servers": broker})
-    futures = admin.create_topics([NewTopic(names["in"], PARTITIONS, 1), NewTopic(names["out"], PARTITIONS, 1)])
-    for future in futures.values():
-        future.result(15)
-
-
-def feed(broker: str, topic: str, records: int, keys: int, seconds: float, stop: threading.Event) -> None:
-    """Produce the inputs spread over ``seconds`` so the kills land while records flow."""
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5, "partitioner": "murmur2_random",
-                         "enable.idempotence": True})
-    chunk = 200
-    pause = seconds / max(1, records / chunk)
-    for i in range(records):
-        producer.produce(topic, key=f"k{i % keys}".encode(), value=str(i).encode())
-        if i % chunk == chunk - 1:
-            producer.poll(0)
-            if stop.wait(pause):
-                break
-    producer.flush(60)
-
-
-class CommittedReader:
-    """Reads a topic from the beginning with read_committed, incrementally."""
-
-    def __init__(self, broker: str, topic: str) -> None:
-        self.consumer = Consumer({"bootstrap.servers": broker, "group.id": f"chaos-reader-{uuid.uuid4().hex[:8]}",
-                                  "enable.auto.commit": False, "isolation.level": "read_committed",
-                                  "fetch.queue.backoff.ms": 10})
-        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        self.records: list = []
-
-    def poll(self, seconds: float) -> int:
-        deadline = time.monotonic() + seconds
-        got = 0
-        while time.monotonic() < deadline:
-            batch = [m for m in self.consumer.consume(10000, 0.2) if m.error() is None]
-            self.records.extend(batch)
-            got += len(batch)
-        return got
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def run(broker: str, driver: str, *, records: int = 60000, kills: int = 20, workers: int = 3, keys: int = 1000,
-        interval: float = 3.0, drain_timeout: float = 180.0, workdir: Path | None = None, seed: int | None = None,
-        log=print) -> Summary:
+def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: str = "kill",
+        records: int = 60000, kills: int = 20, workers: int = 3, keys: int = 1000, interval: float = 3.0,
+        fault_seconds: float = 45.0, churn_seconds: float = 120.0, malformed: int = 10000,
+        control: BrokerControl | None = None, drain_timeout: float = 240.0, workdir: Path | None = None,
+        seed: int | None = None, log=print) -> Summary:
+    if scenario not in SCENARIOS:
+        raise SystemExit(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
     rng = random.Random(seed)
     unique = uuid.uuid4().hex[:8]
     names = {"app": f"chaos-{unique}", "in": f"chaos-in-{unique}", "out": f"chaos-out-{unique}"}
     workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    summary = Summary(driver, guarantee, scenario, records)
+    exact = guarantee == "exactly_once"
     started = time.monotonic()
     create_topics(broker, names)
-    pool = [Worker(i, broker, driver, names, workdir) for i in range(workers)]
+    pool = [Worker(i, broker, driver, guarantee, names, workdir) for i in range(workers)]
     for worker in pool:
         worker.start()
+    fault_phase = {"kill": max(kills * interval, 5.0), "outage": fault_seconds + 30, "freeze": fault_seconds + 30,
+                   "churn": churn_seconds}.get(scenario, 10.0)
+    bad_every = max(1, records // malformed) if scenario == "malformed" else 0
     stop_feed = threading.Event()
-    feeder = threading.Thread(target=feed, args=(broker, names["in"], records, keys, max(kills * interval, 5.0),
-                                                 stop_feed), daemon=True)
+    fed: dict[str, int] = {}
+    feeder = threading.Thread(target=lambda: fed.update(bad=feed(broker, names["in"], records, keys, fault_phase,
+                                                                 stop_feed, bad_every)), daemon=True)
     feeder.start()
-    outputs = CommittedReader(broker, names["out"])
-    done_kills = 0
+    outputs = Reader(broker, names["out"], committed=exact)
+    extras: list[Worker] = []
+    expected_down: set[int] = set()
     try:
-        for _ in range(kills):
-            outputs.poll(rng.uniform(0.5 * interval, 1.5 * interval))
-            victim = rng.choice(pool)
-            victim.kill()
-            done_kills += 1
-            log(f"  kill {done_kills}/{kills}: worker {victim.index}; committed outputs so far {len(outputs.records)}")
-            outputs.poll(rng.uniform(0.2, 1.0))
-            victim.start()
-        feeder.join(600)
+        outputs.poll(5.0)  # records flowing first
+        if scenario == "kill":
+            for _ in range(kills):
+                outputs.poll(rng.uniform(0.5 * interval, 1.5 * interval))
+                victim = rng.choice(pool)
+                victim.kill()
+                summary.faults += 1
+                log(f"  kill {summary.faults}/{kills}: worker {victim.index}; outputs so far {len(outputs.records)}")
+                outputs.poll(rng.uniform(0.2, 1.0))
+                victim.start()
+        elif scenario in ("outage", "freeze"):
+            assert control is not None, f"{scenario} needs a BrokerControl"
+            log(f"  broker {'stopped' if scenario == 'outage' else 'frozen'} for {fault_seconds:.0f}s "
+                f"(outputs so far {len(outputs.records)})")
+            (control.stop if scenario == "outage" else control.freeze)()
+            summary.faults += 1
+            time.sleep(fault_seconds)  # the fault's length, not a wait for a condition
+            (control.start if scenario == "outage" else control.thaw)()
+            log("  broker back")
+        elif scenario == "churn":
+            deadline = time.monotonic() + churn_seconds
+            index = len(pool)
+            while time.monotonic() < deadline:
+                outputs.poll(5.0)
+                if extras and (len(extras) >= 2 or rng.random() < 0.5):
+                    leaving = extras.pop(0)
+                    leaving.stop()
+                    expected_down.add(leaving.index)
+                    if leaving.stop_seconds and leaving.stop_seconds[-1] > STOP_BUDGET:
+                        summary.slow_stops += 1
+                else:
+                    joining = Worker(index, broker, driver, guarantee, names, workdir)
+                    index += 1
+                    joining.start()
+                    extras.append(joining)
+                summary.faults += 1
+            log(f"  churn: {summary.faults} joins/leaves")
+        feeder.join(1200)
         deadline = time.monotonic() + drain_timeout
-        while len(outputs.records) < records and time.monotonic() < deadline:
+        while len({m.value() for m in outputs.records}) < records and time.monotonic() < deadline:
             outputs.poll(1.0)
-        for worker in pool:
+        everyone = pool + extras
+        summary.died = sum(1 for w in everyone if not w.running and w.index not in expected_down)
+        for worker in everyone:
             worker.stop()
-        outputs.poll(3.0)  # anything the graceful stops committed
+            if worker.stop_seconds and worker.stop_seconds[-1] > STOP_BUDGET:
+                summary.slow_stops += 1
+        outputs.drain()
     finally:
         stop_feed.set()
-        for worker in pool:
+        for worker in pool + extras:
             worker.kill()
         outputs.close()
     seen = [int(m.value()) for m in outputs.records]
     unique_seen = set(seen)
-    missing = len(set(range(records)) - unique_seen)
-    duplicated = len(seen) - len(unique_seen)
-    mismatches = table_mismatches(broker, f"{names['app']}-sums-changelog", records, keys)
-    return Summary(driver, records, len(seen), missing, duplicated, mismatches, done_kills,
-                   time.monotonic() - started)
+    summary.outputs = len(seen)
+    summary.missing = len(set(range(records)) - unique_seen)
+    summary.duplicated = len(seen) - len(unique_seen)
+    summary.table_under, summary.table_over = table_errors(broker, f"{names['app']}-sums-changelog", records, keys,
+                                                           committed=exact)
+    summary.malformed = fed.get("bad", 0)
+    if summary.malformed:
+        summary.dead_lettered = dead_letters(broker, f"{names['app']}-dlq", committed=exact, exact=exact)
+    summary.seconds = time.monotonic() - started
+    return summary
 
 
-def table_mismatches(broker: str, changelog: str, records: int, keys: int) -> int:
-    """Keys whose committed table value differs from the true sum of their inputs."""
-    expected: dict[str, int] = {}
-    for i in range(records):
-        expected[f"k{i % keys}"] = expected.get(f"k{i % keys}", 0) + i
-    reader = CommittedReader(broker, changelog)
+def dead_letters(broker: str, topic: str, *, committed: bool, exact: bool) -> int:
+    """Malformed inputs found in the dead-letter topic (distinct ones; every copy under EOS)."""
+    reader = Reader(broker, topic, committed=committed)
     try:
-        while reader.poll(2.0):
-            pass
-        latest = {m.key().decode(): int(m.value()) for m in reader.records}
+        reader.drain()
+        bad = [m.value() for m in reader.records if (m.value() or b"").startswith(b"bad-")]
     finally:
         reader.close()
-    return sum(1 for key in expected.keys() | latest.keys() if expected.get(key) != latest.get(key))
+    return len(bad) if exact else len(set(bad))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--broker", required=True, help="host:port of a broker whose read_committed hides aborts")
+    parser.add_argument("--broker", required=True, help="host:port of the broker")
     parser.add_argument("--driver", choices=["aiokafka", "confluent"], default="confluent")
+    parser.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="exactly_once")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="kill")
     parser.add_argument("--records", type=int, default=60000)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--interval", type=float, default=3.0, help="mean seconds between kills")
+    parser.add_argument("--fault-seconds", type=float, default=45.0, help="outage/freeze length")
+    parser.add_argument("--churn-seconds", type=float, default=120.0)
+    parser.add_argument("--malformed", type=int, default=10000)
+    parser.add_argument("--broker-stop", help="command that stops the broker, keeping its data (outage)")
+    parser.add_argument("--broker-start", help="command that starts it again (outage)")
+    parser.add_argument("--broker-pid-file", help="file with the broker's pid (freeze)")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--workdir", type=Path, default=None, help="data dirs and worker logs (default: a temp dir)")
     args = parser.parse_args(argv)
-    summary = run(args.broker, args.driver, records=args.records, kills=args.kills, workers=args.workers,
-                  interval=args.interval, seed=args.seed, workdir=args.workdir)
+    control = BrokerControl(args.broker_stop, args.broker_start, args.broker_pid_file)
+    summary = run(args.broker, args.driver, guarantee=args.guarantee, scenario=args.scenario, records=args.records,
+                  kills=args.kills, workers=args.workers, interval=args.interval, fault_seconds=args.fault_seconds,
+                  churn_seconds=args.churn_seconds, malformed=args.malformed, control=control, seed=args.seed,
+                  workdir=args.workdir)
     print(summary.line())
     return 0 if summary.ok else 1
 

@@ -13,7 +13,7 @@ def test_clean_exactly_once_run_gives_exact_outputs_and_table(broker_address, tm
     with capsys.disabled():
         print("\n" + line)
     assert status == 0
-    assert "inputs=20000 outputs=20000 missing=0 duplicated=0 table_mismatches=0" in line
+    assert "inputs=20000 outputs=20000 missing=0 duplicated=0 table_under=0 table_over=0" in line
 
 
 @pytest.mark.requires("read_committed_hides_aborted")

@@ -1,0 +1,186 @@
+"""The chaos harness's parts: worker processes, the feeder, readers, and the truth to count against."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTITIONS = 6
+STOP_BUDGET = 30.0  # seconds a worker may take to exit after SIGTERM
+
+
+@dataclass
+class Summary:
+    """One scenario's counts against the truth, and whether the guarantee held."""
+
+    driver: str
+    guarantee: str
+    scenario: str
+    inputs: int
+    outputs: int = 0
+    missing: int = 0
+    duplicated: int = 0
+    table_under: int = 0
+    table_over: int = 0
+    malformed: int = 0
+    dead_lettered: int = 0
+    died: int = 0
+    slow_stops: int = 0
+    faults: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return self.guarantee == "exactly_once"
+
+    @property
+    def ok(self) -> bool:
+        lossless = self.missing == 0 and self.table_under == 0 and self.died == 0 and self.slow_stops == 0
+        dlq_ok = self.dead_lettered >= self.malformed if not self.exact else self.dead_lettered == self.malformed
+        if self.exact:
+            return lossless and dlq_ok and self.duplicated == 0 and self.table_over == 0
+        return lossless and dlq_ok
+
+    def line(self) -> str:
+        dlq = f" malformed={self.malformed} dead_lettered={self.dead_lettered}" if self.malformed else ""
+        return (f"[{self.driver}/{self.guarantee}/{self.scenario}] inputs={self.inputs} outputs={self.outputs} "
+                f"missing={self.missing} duplicated={self.duplicated} table_under={self.table_under} "
+                f"table_over={self.table_over}{dlq} died={self.died} slow_stops={self.slow_stops} "
+                f"faults={self.faults} ({self.seconds:.0f}s) {'OK' if self.ok else 'FAILED'}")
+
+
+class Worker:
+    """One worker process, restartable on the same data directory (same worker identity)."""
+
+    def __init__(self, index: int, broker: str, driver: str, guarantee: str, names: dict[str, str],
+                 workdir: Path) -> None:
+        self.index = index
+        self.data_dir = workdir / f"worker-{index}"
+        self.log_path = workdir / f"worker-{index}.log"
+        self.env = {**os.environ, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PYTHONUNBUFFERED": "1",
+                    "CHAOS_APP_ID": names["app"], "CHAOS_IN": names["in"], "CHAOS_OUT": names["out"],
+                    "CHAOS_PARTITIONS": str(PARTITIONS), "CHAOS_GUARANTEE": guarantee}
+        self.process: subprocess.Popen | None = None
+        self.stop_seconds: list[float] = []
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streamkit", "worker", "-A", "tests.chaos.app:app", "-l", "info",
+                 "--without-web", "--data-dir", str(self.data_dir)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.running:
+            assert self.process is not None
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, timeout: float = STOP_BUDGET + 15) -> int | None:
+        """SIGTERM and wait; records how long the exit took (a kill after ``timeout``)."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            began = time.monotonic()
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+            self.stop_seconds.append(time.monotonic() - began)
+        return self.process.returncode
+
+
+def create_topics(broker: str, names: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": broker})
+    futures = admin.create_topics([NewTopic(names["in"], PARTITIONS, 1), NewTopic(names["out"], PARTITIONS, 1)])
+    for future in futures.values():
+        future.result(15)
+
+
+def feed(broker: str, topic: str, records: int, keys: int, seconds: float, stop: threading.Event,
+         malformed_every: int = 0) -> int:
+    """Produce the inputs spread over ``seconds`` so faults land while records flow; the producer
+    retries through broker outages (no delivery timeout). With ``malformed_every``, a record
+    that is not JSON (``bad-<n>``) follows every that many good ones. Returns malformed sent."""
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5, "partitioner": "murmur2_random",
+                         "enable.idempotence": True, "message.timeout.ms": 0})
+    chunk = 200
+    pause = seconds / max(1, records / chunk)
+    bad = 0
+    for i in range(records):
+        producer.produce(topic, key=f"k{i % keys}".encode(), value=str(i).encode())
+        if malformed_every and i % malformed_every == malformed_every - 1:
+            producer.produce(topic, key=f"k{i % keys}".encode(), value=f"bad-{bad}".encode())
+            bad += 1
+        if i % chunk == chunk - 1:
+            producer.poll(0)
+            if stop.wait(pause):
+                break
+    left = producer.flush(900)
+    if left:
+        raise RuntimeError(f"the feeder could not deliver {left} inputs")
+    return bad
+
+
+class Reader:
+    """Reads a topic from the beginning, incrementally (read_committed for exactly-once)."""
+
+    def __init__(self, broker: str, topic: str, *, committed: bool = True) -> None:
+        self.consumer = Consumer({"bootstrap.servers": broker, "group.id": f"chaos-reader-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
+                                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
+        meta = self.consumer.list_topics(topic, timeout=30)
+        partitions = sorted(meta.topics[topic].partitions) if topic in meta.topics else list(range(PARTITIONS))
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        self.records: list = []
+
+    def poll(self, seconds: float) -> int:
+        deadline = time.monotonic() + seconds
+        got = 0
+        while time.monotonic() < deadline:
+            batch = [m for m in self.consumer.consume(10000, 0.2) if m.error() is None]
+            self.records.extend(batch)
+            got += len(batch)
+        return got
+
+    def drain(self, quiet: float = 3.0, limit: float = 120.0) -> None:
+        """Read until nothing new arrives for ``quiet`` seconds."""
+        deadline = time.monotonic() + limit
+        while self.poll(quiet) and time.monotonic() < deadline:
+            pass
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def table_errors(broker: str, changelog: str, records: int, keys: int, *, committed: bool) -> tuple[int, int]:
+    """(keys under their true sum, keys over it) in the table's changelog, latest value per key."""
+    expected: dict[str, int] = {}
+    for i in range(records):
+        expected[f"k{i % keys}"] = expected.get(f"k{i % keys}", 0) + i
+    reader = Reader(broker, changelog, committed=committed)
+    try:
+        reader.drain()
+        latest = {m.key().decode(): int(m.value()) for m in reader.records if m.value() is not None}
+    finally:
+        reader.close()
+    under = sum(1 for key, want in expected.items() if latest.get(key, 0) < want)
+    over = sum(1 for key in expected.keys() | latest.keys() if latest.get(key, 0) > expected.get(key, 0))
+    return under, over
