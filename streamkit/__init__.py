@@ -3,7 +3,7 @@ from .agents.agent import Agent
 from .app import App
 from .codecs import Codec, JsonCodec, RawCodec, StrCodec
 from .errors import (BrokerUnavailable, ConfigurationError, DecodeError, GroupFenced, ProducerFenced, SparkUnsupported,
-                     StreamkitError, TopicMismatch, TransactionAborted, WorkerStopped)
+                     StoreWriteFailed, StreamkitError, TopicMismatch, TransactionAborted, WorkerStopped)
 from .models.record import Record
 from .runtime.progress import Event
 from .settings import Settings
@@ -15,6 +15,6 @@ from .version import __version__
 __all__ = [
     "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "Event",
     "GroupFenced", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
-    "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
+    "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
     "current_event",
 ]

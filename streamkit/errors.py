@@ -35,6 +35,12 @@ class TransactionAborted(StreamkitError):
     """A transaction could not commit and was rolled back; its input records are processed again."""
 
 
+class StoreWriteFailed(StreamkitError):
+    """A table's local store (RocksDB) could not be written (disk full, directory unwritable):
+    the worker halts rather than serve or build on a store that lags its changelog; the changelog
+    holds the writes, so the next owner (or this worker after a restart) recovers them."""
+
+
 class TransactionsUnsupported(StreamkitError):
     """The driver or broker cannot run transactions."""
 

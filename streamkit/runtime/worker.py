@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from mode import Service
 
-from ..errors import WorkerStopped
+from ..errors import StoreWriteFailed, WorkerStopped
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning
 from ..transport.base import is_retriable
@@ -310,6 +310,9 @@ class Runtime(Service):
                 await self.checkpoint.commit(wait=False)
             except asyncio.CancelledError:
                 raise
+            except StoreWriteFailed as exc:  # nothing more may be built on a store that lags
+                await self.fail(exc)
+                return
             except Exception as exc:  # rolled back (records come again) or a failed offset commit
                 log.warning("checkpoint did not commit (%s); the next one retries, nothing is lost", exc)
 

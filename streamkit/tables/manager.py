@@ -12,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from ..errors import StoreWriteFailed
 from ..transport.base import TP, Producer, delivery_position
 from .recovery import RecoveryProgress, Tailer, replay
 from .stores import MemoryStore, Store, open_store
@@ -222,7 +223,13 @@ class TableManager:
             part = table.local.get(number)
             store = part.store if part is not None else self.stores.get((table.name, number))
             if store is not None:
-                store.apply(batch, offset)
+                try:
+                    store.apply(batch, offset)
+                except Exception as exc:
+                    raise StoreWriteFailed(
+                        f"table {table.name!r} partition {number}: writing the store under "
+                        f"{self.app.conf.data_dir!r} failed ({exc}); the worker stops, the changelog "
+                        "holds the writes and recovery restores them once the disk is writable") from exc
             table.changes_applied(number)
 
     def abort(self, changes: Changes) -> None:

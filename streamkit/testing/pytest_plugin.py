@@ -22,19 +22,36 @@ def pytest_configure(config: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def broker_address() -> Iterator[str]:
-    """``host:port`` of the broker the integration tests use."""
+def _session_broker() -> Iterator[tuple[str, int | None]]:
+    """(address, pid or None) of the broker the integration tests use."""
     external = os.environ.get("STREAMKIT_TEST_BROKER")
     if external:
-        yield external
+        pid = os.environ.get("STREAMKIT_TEST_BROKER_PID")
+        yield external, int(pid) if pid else None
         return
     from ..devbroker import start_dev_broker
 
     broker = start_dev_broker()
     try:
-        yield broker.address
+        yield broker.address, broker.process.pid
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def broker_address(_session_broker: tuple[str, int | None]) -> str:
+    """``host:port`` of the broker the integration tests use."""
+    return _session_broker[0]
+
+
+@pytest.fixture
+def broker_pid(_session_broker: tuple[str, int | None]) -> int:
+    """The broker's process id, for tests that freeze it (SIGSTOP/SIGCONT): the dev broker's, or
+    ``STREAMKIT_TEST_BROKER_PID`` for an external broker; skipped when unknown."""
+    pid = _session_broker[1]
+    if pid is None:
+        pytest.skip("the external broker's pid is unknown: set STREAMKIT_TEST_BROKER_PID to freeze it")
+    return pid
 
 
 @pytest.fixture(scope="session")

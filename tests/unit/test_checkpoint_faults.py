@@ -19,9 +19,9 @@ from streamkit.transport.pending import DeliveryFailed, PendingDeliveries
 N = 300
 
 
-def build(tmp_path, guarantee, mode="auto", on_value=None, **settings):
+def build(tmp_path, guarantee, mode="auto", on_value=None, name=None, **settings):
     """numbers → add to a per-key sum table, emit each input's sequence number to ``seqs``."""
-    name = f"faults-{uuid.uuid4().hex[:6]}"
+    name = name or f"faults-{uuid.uuid4().hex[:6]}"
     extra = {"transaction_producer": mode} if guarantee == "exactly_once" else {}
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path), processing_guarantee=guarantee, **extra, **settings)
@@ -298,3 +298,41 @@ async def test_exactly_once_periodic_checkpoints_recover_from_a_failed_send(tmp_
         await wait_for(lambda: not left and app.runtime.checkpoint.rollbacks >= 1, 15)
         await wait_for(lambda: group_caught_up(app, numbers.name), 15)
     check_exact(app, N)
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_an_unwritable_store_halts_the_worker_and_the_changelog_keeps_the_writes(tmp_path, guarantee):
+    """Disk full for one worker: a clear error, processing stops, nothing is lost (the changelog
+    has every write a committed offset covers)."""
+    app, numbers, sums, processed = build(tmp_path, guarantee, commit_interval=0.1)
+    async with app.running():
+        runtime = app.runtime
+        await wait_for(lambda: runtime.assigned and runtime.tables.ready and runtime.tables.stores, 10,
+                       message="table partitions assigned")
+
+        def disk_full(batch, offset):
+            raise OSError(28, "No space left on device")
+
+        for store in runtime.tables.stores.values():
+            store.apply = disk_full
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: runtime.failed.is_set(), 10, message="the worker halting")
+        assert isinstance(runtime.fatal, sk.StoreWriteFailed)
+        assert "No space left on device" in str(runtime.fatal) and "sums" in str(runtime.fatal)
+        assert len(processed) < 2 * N  # it stopped; it did not go on building on a lagging store
+    # A worker started after the disk is fixed recovers the table from the changelog and ends at
+    # the truth (at-least-once: never under it), every input with its output.
+    again, numbers, sums, processed = build(tmp_path / "again", guarantee, name=app.id, commit_interval=0.1)
+    async with again.running():
+        runtime = again.runtime
+        await wait_for(lambda: runtime.assigned and runtime.tables.ready and group_caught_up(again, numbers.name)
+                       and not runtime.router.holding(), 15, message="the restarted worker recovered and caught up")
+        await again.runtime.checkpoint.commit()
+        got = {k: sums[k] for k in expected_sums(N)}
+    truth = expected_sums(N)
+    if guarantee == "exactly_once":
+        assert got == truth
+        check_exact(again, N)
+    else:
+        assert all(got[k] >= truth[k] for k in truth), "a table value is under its truth"
+        assert set(outputs(again)) == set(range(N))
