@@ -174,15 +174,18 @@ class ExactlyOnceCheckpoint(Checkpoint):
                 changes = [(p, p.prepare()) for p in self.participants]
                 if not offsets and not self.txns.dirty and not any(c for _, c in changes):
                     return {}
+                # Sends (timers, web views, a record's send still in a client's retry) wait until
+                # the commit, or the abort and rewind of a failed one, is over: a send into a
+                # transaction being aborted fails, or joins the next one without its offsets.
                 async with self.txns.sends_paused():
                     outcome, sent = await self._commit_units(offsets, changes)
-                failed = {task: exc for task, exc in outcome.items() if exc is not None}
-                for (participant, c), result in zip(changes, sent):
-                    participant.apply(c, result, keep=lambda n, p: self.txns.task_of_table(n, p) not in failed)
-                done = {tp: o for tp, o in offsets.items() if self.txns.task_of(tp) not in failed}
-                self._committed(done, started)
-                for task, exc in failed.items():
-                    await self._failed(task, exc)
+                    failed = {task: exc for task, exc in outcome.items() if exc is not None}
+                    for (participant, c), result in zip(changes, sent):
+                        participant.apply(c, result, keep=lambda n, p: self.txns.task_of_table(n, p) not in failed)
+                    done = {tp: o for tp, o in offsets.items() if self.txns.task_of(tp) not in failed}
+                    self._committed(done, started)
+                    for task, exc in failed.items():
+                        await self._failed(task, exc)
                 if failed:
                     raise TransactionAborted(f"{len(failed)} transaction(s) rolled back: "
                                              + "; ".join(f"{exc}" for exc in failed.values()))

@@ -18,6 +18,7 @@ from .pending import DeliveryFailed, PendingDeliveries, delivery_failed
 from .security import compression, confluent_common
 
 log = logging.getLogger("streamkit.confluent")
+_PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 FLUSH_STEP = 5.0  # seconds per blocking flush call (a cancelled flush frees its thread this soon)
 
 
@@ -81,7 +82,9 @@ class ConfluentProducer(Producer):
         for fut, err, msg in reports:
             if fut.done():
                 continue
-            if err is not None:
+            if err is not None and err.code() in _PURGED:
+                fut.cancel()  # rolled back with its transaction, not a delivery failure
+            elif err is not None:
                 fut.set_exception(KafkaException(err))
             else:
                 fut.set_result((msg.partition(), msg.offset()))
@@ -151,8 +154,10 @@ class ConfluentProducer(Producer):
         return True
 
     def _untracked_delivery(self, err: Any, _msg: Any) -> None:
-        """Delivery report of an untracked send: only failures are kept, for the next flush."""
-        if err is not None:
+        """Delivery report of an untracked send: only failures are kept, for the next flush.
+        Records purged by an abort are no failure of the next transaction (their reports can
+        arrive after the abort returned): the abort already rolled them back."""
+        if err is not None and err.code() not in _PURGED:
             self._untracked_errors.append(err)
 
     async def flush(self) -> None:
@@ -233,3 +238,4 @@ class ConfluentProducer(Producer):
         with self._reports_lock:  # aborted records' reports (errors or not) mean nothing now
             self._reports = []
         self._untracked_errors = []
+        self._pending.discard()
