@@ -1,5 +1,4 @@
 """Exactly-once on the in-memory broker: aborts, zombies and rebalances, counted record by record."""
-import asyncio
 import uuid
 
 import pytest
@@ -107,13 +106,16 @@ async def test_abort_mid_checkpoint_hides_output_restores_table_and_reprocesses_
         # Nothing of the rolled-back transaction is visible; the table is back at its committed state.
         assert sorted(int(m.value) for m in committed_values(app, "seqs")) == list(range(100))
         assert {k: sums[k] for k in expected_sums(100)} == expected_sums(100)
-        # The 200 records come again, once: processed 300 + 200, output 300 exactly.
-        await wait_for(lambda: len(processed) == 500, 10)
-        await asyncio.sleep(0.1)
-        assert len(processed) == 500
+        # The 200 records come again, once: processed 300 + 200, output 300 exactly. Markers
+        # keyed k0..k9 (every partition with inputs) come after them: once they ran, nothing
+        # more of the 200 is on its way.
+        await wait_for(lambda: len(processed) >= 500, 10)
+        await send_inputs(app, numbers, 300, 310)
+        await wait_for(lambda: set(range(300, 310)) <= set(processed), 10, message="the markers")
+        assert len(processed) == 510, f"{len(processed) - 510} records processed once too often"
         await runtime.checkpoint.commit()
-        assert {k: sums[k] for k in expected_sums(300)} == expected_sums(300)
-    check_exact(app, 300)
+        assert {k: sums[k] for k in expected_sums(310)} == expected_sums(310)
+    check_exact(app, 310)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -171,7 +173,9 @@ async def test_rebalance_during_an_open_transaction(tmp_path, mode):
             await wait_for(lambda: second.runtime.assigned and second.runtime.tables.ready, 10)
             await send_inputs(first, numbers, 1000, 2000)
             await wait_for(lambda: len(set(seen_a) | set(seen_b)) == 2000, 20)
-            await asyncio.sleep(0.2)
-        await wait_for(lambda: len(set(seen_a)) == 2000 or first.runtime.assigned, 10)
+        # The second worker left (committing on its way out): the first owns every partition again.
+        everything = {TP("numbers", p) for p in range(PARTITIONS)}
+        await wait_for(lambda: everything <= first.runtime.assigned and first.runtime.tables.ready, 10,
+                       message="the first worker took every partition back")
         await first.runtime.checkpoint.commit()
     check_exact(first, 2000)

@@ -1,5 +1,4 @@
 """Tables on the in-memory driver: semantics, checkpoint batching, recovery, standbys, global."""
-import asyncio
 import uuid
 
 import pytest
@@ -33,6 +32,16 @@ def build(name, tmp_path, tag="a", store="memory://", **settings):
 def changelog(app, table):
     broker = MemoryBroker.named(app.conf.bootstrap_servers)
     return [m for part in broker.logs.get(table.changelog.name, []) for m in part]
+
+
+def standbys_current(app, table, total):
+    """The changelog holds all ``total`` counts and every standby store applied it to the end."""
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    latest = {m.key: int(m.value) for m in changelog(app, table)}
+    stores = app.runtime.tables.tailer.stores
+    return sum(latest.values()) == total and stores and all(
+        (store.offset if store.offset is not None else -1) == len(broker.logs[tp.topic][tp.partition]) - 1
+        for tp, store in stores.items())
 
 
 async def send_words(topic, n, keys=20):
@@ -133,7 +142,8 @@ async def test_standby_replica_is_promoted_with_only_the_tail(tmp_path):
             await wait_for(lambda: a.runtime.assigned and b.runtime.assigned, 10)
             await send_words(words, 400, keys=40)
             await wait_for(lambda: len(seen_a) + len(seen_b) == 400, 10)
-            await asyncio.sleep(0.3)  # a checkpoint, then b's standby tailer catches up
+            await wait_for(lambda: standbys_current(a, counts_a, 400) and standbys_current(b, counts_b, 400), 10,
+                           message="a checkpoint, then each standby tailer caught up")
             before = a.runtime.tables.replayed_total
             assert b.runtime.tables.tailer.applied > 0 and a.runtime.tables.tailer.applied > 0
         # b left: a takes over b's partitions; its standby copies mean (almost) nothing to replay

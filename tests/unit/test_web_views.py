@@ -85,9 +85,11 @@ async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
             await src.send(key=key, value=key)
         await wait_for(lambda: app.runtime.router.records_in == 50, 10)
     original = manager_module.replay
+    replaying, finish = asyncio.Event(), asyncio.Event()
 
-    async def slow_replay(*args, **kwargs):
-        await asyncio.sleep(1.5)
+    async def slow_replay(*args, **kwargs):  # recovery lasts until the test lets it finish
+        replaying.set()
+        await finish.wait()
         return await original(*args, **kwargs)
 
     monkeypatch.setattr(manager_module, "replay", slow_replay)
@@ -101,15 +103,15 @@ async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
         async for event in stream.events():
             table[event.key] = event.value
     async with again.running(), aiohttp.ClientSession() as session:
-        seen = []
+        await wait_for(replaying.is_set, 10, message="the recovery started")
+        status, body = await get(session, f"{base}/ready")
+        assert status == 503 and body["ready"] is False and "recovery" in body, (status, body)
+        finish.set()
 
-        async def poll():
-            status, body = await get(session, f"{base}/ready")
-            seen.append(status)
-            return status == 200
+        async def ready():
+            return (await get(session, f"{base}/ready"))[0] == 200
 
-        await wait_for(poll, 10, interval=0.1, message="ready after recovery")
-        assert 503 in seen, "readiness never reported the recovery"
+        await wait_for(ready, 10, interval=0.1, message="ready after recovery")
         status, body = await get(session, f"{base}/tables/scores/49")
         assert (status, body) == (200, {"key": 49, "value": 49})
         assert table[49] == 49
