@@ -1,5 +1,6 @@
 """The benchmark command runs end to end (a tiny run; the numbers are not checked here)."""
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,8 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     result = json.loads(out.read_text())
     assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful"}
     assert all(s["ok_runs"] == 1 and s["records"] == 3000 for s in result["summary"].values())
+    ratio = result["ratios"]["stateless confluent / raw confluent"]
+    assert ratio is not None and math.isfinite(ratio) and ratio > 0
     latency = result["extras"]["latency-confluent"]
     assert latency["ok_runs"] == 1 and latency["all_complete"]
     assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
@@ -33,9 +36,18 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
 # behave like Kafka (the probe tells the dev broker apart), as the real comparison does.
 @pytest.mark.requires("end_offsets_exact")
 def test_scale_out_measures_one_and_two_workers_in_their_stable_window(broker_address):
-    proc = subprocess.run([sys.executable, "benchmarks/scale_out.py", "--broker", broker_address, "--records", "300000"],
+    records = 300_000
+    proc = subprocess.run([sys.executable, "benchmarks/scale_out.py", "--broker", broker_address, "--records", str(records)],
                           cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
-    assert result["one"]["partitions"] == [4] and sorted(result["two"]["partitions"]) == [2, 2], result
-    assert result["two"]["window_records"] > 0 and result["ratio"] > 0
+    one, two = result["one"], result["two"]
+    assert "error" not in one and "error" not in two, result
+    assert one["partitions"] == [4] and sorted(two["partitions"]) == [2, 2], result
+    assert one["processed"] == [records], result  # alone, without a rebalance: each record once
+    # Together, each worker its share (at-least-once: a record may come twice around a leave).
+    assert len(two["processed"]) == 2 and min(two["processed"]) > 0 and sum(two["processed"]) >= records, result
+    for run in (one, two):
+        assert run["window_s"] > 0 and 0 < run["window_records"] <= sum(run["processed"]), result
+        assert run["records_per_s"] == pytest.approx(run["window_records"] / run["window_s"]), result
+    assert math.isfinite(result["ratio"]) and result["ratio"] == pytest.approx(two["records_per_s"] / one["records_per_s"])

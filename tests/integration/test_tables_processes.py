@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streamkit.devbroker import free_port
 from streamkit.testing import read_topic
 from streamkit.transport.partitioner import partition_for_key
+from tests.helpers import committed_total, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = 1000
@@ -63,6 +64,16 @@ class Worker:
     def replayed(self):
         return sum(int(n) for n in re.findall(r"recovered (\d+) changelog records", self.log()))
 
+    def counted(self):
+        """The sum of the worker's counts (0 while it does not answer)."""
+        status, dump = self.get("/dump")
+        return sum(dump.values()) if status == 200 else 0
+
+    def count_of(self, key):
+        """``/count/{key}`` as this worker answers it (routed to the owner), None on an error."""
+        status, body = self.get(f"/count/{key}")
+        return body["count"] if status == 200 else None
+
     def stop(self, sig=signal.SIGTERM, timeout=20):
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -97,6 +108,11 @@ def produce(broker, unique, n, start=0, rate=None):
     producer.flush(30)
 
 
+def committed(broker, unique):
+    """Input records the group has checkpointed (their counts are in the changelog)."""
+    return committed_total(broker, f"tbl-{unique}", f"tbl-in-{unique}", 4)
+
+
 def changelog_state(broker, unique):
     latest = {}
     for m in read_topic(broker, f"tbl-{unique}-counts-changelog", timeout=60, idle=2.0):
@@ -112,12 +128,8 @@ def test_sigkill_mid_way_then_restart_recovers_the_changelog(broker_address, dri
     first.wait_ready()
     feeder = threading.Thread(target=produce, args=(broker_address, unique, total, 0, 10_000))
     feeder.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # kill once a good part (but not all) was counted
-        status, dump = first.get("/dump")
-        if status == 200 and sum(dump.values()) >= total // 3:
-            break
-        time.sleep(0.2)
+    # kill once a good part (but not all) was counted
+    wait_until(lambda: first.counted() >= total // 3, 60, "a third of the records counted")
     first.stop(signal.SIGKILL)
     feeder.join(60)
     in_changelog = changelog_state(broker_address, unique)
@@ -132,13 +144,9 @@ def test_sigkill_mid_way_then_restart_recovers_the_changelog(broker_address, dri
     print(f"\n[{driver}] SIGKILL recovery: changelog keys={len(in_changelog)} "
           f"counted before kill={sum(in_changelog.values())} replayed={second.replayed()}")
     second.get("/release")
-    deadline = time.monotonic() + 120
-    final = {}
-    while time.monotonic() < deadline:
-        status, final = second.get("/dump")
-        if status == 200 and sum(final.values()) >= total:
-            break
-        time.sleep(0.5)
+    wait_until(lambda: second.counted() >= total, 120, "every record counted after the restart")
+    status, final = second.get("/dump")
+    assert status == 200
     true_counts = Counter(f"k{i % KEYS}" for i in range(total))
     assert set(final) == set(true_counts)
     assert all(final[k] >= true_counts[k] for k in true_counts)  # at-least-once
@@ -152,26 +160,17 @@ def test_restart_with_intact_rocksdb_replays_only_the_tail(broker_address, drive
     first = Worker(broker_address, driver, unique, tmp_path, "first", data="shared")
     workers.append(first)
     first.wait_ready()
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        status, dump = first.get("/dump")
-        if status == 200 and sum(dump.values()) == 20_000:
-            break
-        time.sleep(0.3)
-    time.sleep(1.5)  # a checkpoint after the last record
+    wait_until(lambda: first.counted() == 20_000, 90, "20,000 records counted")
+    wait_until(lambda: committed(broker_address, unique) == 20_000, 30, "a checkpoint after the last record")
     assert first.stop() == 0
     total_changelog = len(read_topic(broker_address, f"tbl-{unique}-counts-changelog", timeout=60, idle=2.0))
     produce(broker_address, unique, 1_000, start=20_000)
     second = Worker(broker_address, driver, unique, tmp_path, "second", data="shared")
     workers.append(second)
     second.wait_ready()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        status, dump = second.get("/dump")
-        if status == 200 and sum(dump.values()) == 21_000:
-            break
-        time.sleep(0.3)
-    assert sum(dump.values()) == 21_000 and all(v == 21 for v in dump.values())
+    wait_until(lambda: second.counted() == 21_000, 60, "21,000 records counted after the restart")
+    status, dump = second.get("/dump")
+    assert status == 200 and sum(dump.values()) == 21_000 and all(v == 21 for v in dump.values())
     replayed = second.replayed()
     print(f"\n[{driver}] restart with intact RocksDB: changelog records={total_changelog} replayed={replayed}")
     assert replayed < total_changelog / 10
@@ -183,39 +182,31 @@ def test_queries_route_to_the_owner_and_follow_a_failover(broker_address, driver
     a = Worker(broker_address, driver, unique, tmp_path, "a")
     b = Worker(broker_address, driver, unique, tmp_path, "b")
     workers += [a, b]
-    owned = {}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+
+    def split():
+        """Both ready, each owning some of the table's partitions, together all of them."""
         sa, ta = a.get("/tables")
         sb, tb = b.get("/tables")
         ra, _ = a.get("/ready")
         rb, _ = b.get("/ready")
-        if (sa, sb, ra, rb) == (200, 200, 200, 200):
-            owned = {"a": set(ta["counts"]["local_partitions"]), "b": set(tb["counts"]["local_partitions"])}
-            if owned["a"] and owned["b"] and owned["a"] | owned["b"] == {0, 1, 2, 3}:
-                break
-        time.sleep(0.3)
-    assert owned and not owned["a"] & owned["b"], owned
+        if (sa, sb, ra, rb) != (200, 200, 200, 200):
+            return None
+        owned = {"a": set(ta["counts"]["local_partitions"]), "b": set(tb["counts"]["local_partitions"])}
+        return owned if owned["a"] and owned["b"] and owned["a"] | owned["b"] == {0, 1, 2, 3} else None
+
+    owned = wait_until(split, 90, "a and b split the table's partitions")
+    assert not owned["a"] & owned["b"], owned
     key = next(f"k{i}" for i in range(KEYS) if partition_for_key(f"k{i}".encode(), 4) in owned["b"])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        status, body = a.get(f"/count/{key}")
-        if status == 200 and body["count"] == 4:
-            break
-        time.sleep(0.3)
-    assert (status, body) == (200, {"key": key, "count": 4})  # answered by b, through a
+    wait_until(lambda: a.count_of(key) == 4, 60, f"a answers {key}'s count (from b)")
+    assert a.get(f"/count/{key}") == (200, {"key": key, "count": 4})  # answered by b, through a
     status, body = a.get(f"/tables/counts/{key}")
     assert (status, body) == (200, {"key": key, "value": 4})
-    time.sleep(2)  # a few checkpoints: b's counts are in its changelog partitions
+    # Every input is checkpointed: b's counts are in its changelog partitions.
+    wait_until(lambda: committed(broker_address, unique) == 4_000, 30, "a checkpoint after the last record")
     recoveries_before = a.log().count("changelog records for")
     b.stop(signal.SIGKILL)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        status, body = a.get(f"/count/{key}")
-        if status == 200 and body["count"] == 4:
-            break
-        time.sleep(0.3)
-    assert (status, body) == (200, {"key": key, "count": 4})  # a took b's partition over
+    wait_until(lambda: a.count_of(key) == 4, 90, f"a took over {key}'s partition")
+    assert a.get(f"/count/{key}") == (200, {"key": key, "count": 4})  # a took b's partition over
     # a ran a recovery for the partitions it took over (replaying whatever its store lacked:
     # everything if it never owned them, only b's tail if it did before the first rebalance)
     assert a.log().count("changelog records for") > recoveries_before

@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamkit.testing import read_topic
+from tests.helpers import committed_total, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,12 +47,17 @@ def output_values(broker, unique, expect, timeout):
     return Counter(int(m.value()) for m in records)
 
 
-def wait_until(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting until {what}")
-        time.sleep(0.1)
+def committed(broker, unique):
+    """Input records the group has checkpointed."""
+    return committed_total(broker, f"proc-{unique}", f"proc-in-{unique}", 6)
+
+
+def last_assignment(log_path, topic):
+    """The ``topic`` partitions of the worker's latest assignment, from its log."""
+    lines = [line for line in log_path.read_text().splitlines() if "assigned" in line]
+    if not lines or f"{topic}[" not in lines[-1]:
+        return set()
+    return {int(p) for p in lines[-1].split(f"{topic}[")[1].split("]")[0].split(",")}
 
 
 def wait_exit(process, timeout):
@@ -80,16 +86,23 @@ def test_sigkill_one_of_two_workers_loses_nothing(broker_address, driver, unique
     b = start_worker(broker_address, driver, unique, tmp_path / "b.log")
     workers += [a, b]
     wait_until(lambda: all("assigned" in (tmp_path / f"{w}.log").read_text() for w in "ab"), 60, "both workers joined")
-    b_assignments = (tmp_path / "b.log").read_text().count("assigned")
     feeder = threading.Thread(target=produce, args=(broker_address, f"proc-in-{unique}", range(total), 300))
     feeder.start()
-    time.sleep(6)  # both processing while input still flows (the feed takes ~20 s)
-    a_assigned = [line for line in (tmp_path / "a.log").read_text().splitlines() if "assigned" in line][-1]
-    assert f"proc-in-{unique}[" in a_assigned, "the worker to be killed owns no input partition"
-    a_partitions = {int(p) for p in a_assigned.split(f"proc-in-{unique}[")[1].split("]")[0].split(",")}
-    # Outputs keep the input key, hence the partition: A's partitions in the output prove A worked.
-    early = read_topic(broker_address, f"proc-out-{unique}", timeout=10, idle=1.0)
-    assert {m.partition() for m in early} & a_partitions, "the worker to be killed produced nothing yet"
+
+    def a_is_working():
+        """A and B split the input, and A's share is in the output (outputs keep the input key,
+        hence the partition): the partitions A owns."""
+        a_partitions = last_assignment(tmp_path / "a.log", f"proc-in-{unique}")
+        b_partitions = last_assignment(tmp_path / "b.log", f"proc-in-{unique}")
+        if not (a_partitions and b_partitions and a_partitions.isdisjoint(b_partitions)
+                and a_partitions | b_partitions == set(range(6))):
+            return None
+        early = read_topic(broker_address, f"proc-out-{unique}", timeout=10, idle=0.5)
+        return a_partitions if {m.partition() for m in early} & a_partitions else None
+
+    wait_until(a_is_working, 60, "both workers process their share")
+    assert feeder.is_alive(), "the input ended before the kill (the feed takes ~20 s)"
+    b_assignments = (tmp_path / "b.log").read_text().count("assigned")
     a.send_signal(signal.SIGKILL)
     feeder.join(90)
     counts = output_values(broker_address, unique, total, timeout=120)
@@ -110,21 +123,19 @@ def test_sigterm_commits_and_restart_does_not_reprocess(broker_address, driver, 
     workers.append(worker)
     counts = output_values(broker_address, unique, 2000, timeout=90)
     assert len(counts) == 2000
-    time.sleep(1.5)  # at least one commit interval after the last output
-    started = time.monotonic()
-    worker.send_signal(signal.SIGTERM)
+    worker.send_signal(signal.SIGTERM)  # right after the last output: stopping commits it
     code = wait_exit(worker, 15)
     log = (tmp_path / "w1.log").read_text()
     assert code == 0, log[-3000:]
-    assert time.monotonic() - started < 10
+    assert committed(broker_address, unique) == 2000, "the stopped worker did not commit what it processed"
     produce(broker_address, f"proc-in-{unique}", range(2000, 2500))
     restarted = start_worker(broker_address, driver, unique, tmp_path / "w2.log")
     workers.append(restarted)
-    counts = output_values(broker_address, unique, 2500, timeout=90)
-    time.sleep(3)
-    counts = output_values(broker_address, unique, None, timeout=30)
+    # Once it committed all 2500, whatever it would process again is already in the output.
+    wait_until(lambda: committed(broker_address, unique) == 2500, 90, "the restarted worker committed every input")
     restarted.send_signal(signal.SIGTERM)
     assert wait_exit(restarted, 15) == 0
+    counts = output_values(broker_address, unique, None, timeout=30)
     assert sorted(counts) == list(range(2500))
     assert max(counts.values()) == 1, "records committed before SIGTERM were processed again"
 

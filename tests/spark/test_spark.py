@@ -12,7 +12,7 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from streamkit.testing.helpers import read_topic
+from streamkit.testing.helpers import read_topic, wait_for
 from streamkit.transport.partitioner import partition_for_key
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -144,13 +144,14 @@ def test_write_topic_backfills_a_dataframe(orders_app, spark, broker_address):
 
 
 def run_worker_until(app, topic_counts, broker_address, timeout=60.0):
+    """Run the worker until each topic holds its count of records (TimeoutError if it never does)."""
     async def go():
         async with app.running():
             for topic, count in topic_counts.items():
-                for _ in range(int(timeout * 10)):
-                    if len(read_topic(broker_address, topic, expect=count, timeout=0.5, idle=0.2)) >= count:
-                        break
-                    await asyncio.sleep(0.1)
+                async def reached(topic=topic, count=count):
+                    records = await asyncio.to_thread(read_topic, broker_address, topic, expect=count, timeout=5)
+                    return len(records) >= count
+                await wait_for(reached, timeout, message=f"{count} records in {topic}")
     asyncio.run(go())
 
 

@@ -1,0 +1,26 @@
+"""For tests that drive worker processes: wait on a condition, read a group's committed offsets."""
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+
+
+def wait_until(condition, timeout, what, interval=0.2):
+    """Poll ``condition`` until it returns something truthy (returned); TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting until {what}")
+        time.sleep(interval)
+
+
+def committed_total(broker, group, topic, partitions):
+    """The sum of ``group``'s committed offsets on ``topic``: how many records it has checkpointed."""
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        consumer.close()
+    return sum(tp.offset for tp in tps if tp.offset >= 0)
