@@ -165,12 +165,16 @@ class App:
         return decorate
 
     def all_topics(self) -> list[Topic]:
-        """Every topic the worker needs: declared, agents', internal (DLQ, leader, replies)."""
+        """Every topic the worker needs: declared, agents', internal (DLQ, leader, replies), and
+        the changelogs of tables whose partition count is settled (see ``resolve_tables``)."""
         topics = dict(self.topics)
         for agent in self.agents.values():
             topics.setdefault(agent.topic.name, agent.topic)
         for table in self.tables.values():
-            topics[table.changelog.name] = table.changelog
+            if table.resolved:
+                topics[table.changelog.name] = table.changelog
+            else:
+                topics.pop(table.changelog.name, None)
         for topic in (self.leader_topic, self.reply_topic, self.cluster_topic):
             topics[topic.name] = topic
         if self.conf.error_policy == "dlq" and self.dlq_topic_name not in topics:
@@ -188,6 +192,38 @@ class App:
         described = await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared,
                                         self.conf.broker_connect_timeout)
         return {name: info.partitions for name, info in described.items()}
+
+    def copartition_group(self, subscribed: Iterable[str]) -> list[str]:
+        """The source topics among ``subscribed`` (what agents read, group_by and through
+        topics included): not the app's own leader, reply, cluster and dead-letter topics, nor
+        changelogs."""
+        own = {self.leader_topic.name, self.reply_topic.name, self.cluster_topic.name, self.dlq_topic_name}
+        own.update(table.changelog.name for table in self.tables.values())
+        return sorted(set(subscribed) - own)
+
+    async def resolve_tables(self, subscribed: Iterable[str], counts: dict[str, int]) -> dict[str, int]:
+        """Settle every table's partition count, then create or check the changelogs; returns
+        each topic's partition count as the broker reports it.
+
+        The worker calls this once at start, after agents declared their group_by topics and
+        before it first subscribes. ``subscribed``: the topics agents read; ``counts``: their
+        partition counts on the broker. A table without ``partitions=`` takes the count its
+        sources agree on; sources that disagree, or a declared count none of them has, raise a
+        ConfigurationError saying what to change (``tables.table.resolve_partitions``).
+        """
+        from .tables.table import resolve_partitions
+
+        sources = {}
+        for name in self.copartition_group(subscribed):
+            topic = self.topics.get(name)
+            sources[name] = counts.get(name) or (topic.partitions if topic is not None else None) \
+                or self.conf.topic_partitions
+        resolve_partitions(self.tables.values(), sources)
+        for table in self.tables.values():
+            if table.declared_partitions is None and not table.is_global:
+                log.info("table %r has %d partitions, as its source topics (%s)", table.name, table.partitions,
+                         ", ".join(sources) or "none: topic_partitions")
+        return await self.ensure_topics()
 
     # -- clients --------------------------------------------------------------------------------
 

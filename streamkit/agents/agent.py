@@ -185,6 +185,9 @@ class Agent:
         return self._forwarding_stream(source, topic.name, lambda event: event.key, topic=topic)
 
     def _partitions(self, source: Stream) -> int:
+        """A repartition topic has as many partitions as its source (as the broker has it)."""
+        if self._runtime is not None:
+            return self._runtime.partition_count(source.topic.name)
         return source.topic.partitions or self.app.conf.topic_partitions
 
     def _forwarding_stream(self, source: Stream, topic_name: str, key_of: Callable[[Event], Any], *,

@@ -111,6 +111,7 @@ class Runtime(Service):
         for _ in range(5):  # agent bodies run to their first await: group_by topics get declared
             await asyncio.sleep(0)
         await self.ensure_topics()
+        self.partition_counts.update(await self.app.resolve_tables(self.router.topics(), self.partition_counts))
         self.consumer = self.driver.consumer(self.app.id)
         await self.consumer.start()
         if self.txns is not None:

@@ -234,13 +234,15 @@ class AgentTask:
             loop.close()
 
 
-def fold_processor(app_spec: str, agent_name: str) -> Any:
-    """A StatefulProcessor running the agent's fold step over each key's records."""
+def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
+    """A StatefulProcessor running the agent's fold step over each key's records; ``partitions``:
+    its table's count as the driver settled it (a task's freshly imported table has not)."""
     from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     from ..tables.table import WrongPartition
+    from ..transport.partitioner import partition_for_key
 
     state_schema = StructType([StructField("state", BinaryType(), True)])
 
@@ -270,7 +272,7 @@ def fold_processor(app_spec: str, agent_name: str) -> Any:
             state = table.value_codec.decode(self.state.get()[0]) if self.state.exists() else fold.initial()
             # One key per call: its encoding and table partition are the same for every record.
             key_bytes = table.key_codec.encode(events[0].key) or b""
-            home = table.partition_of(key_bytes)
+            home = partition_for_key(key_bytes, partitions)
             changed = False
             for event in events:
                 if event.partition != home:  # as the worker's table refuses it

@@ -121,7 +121,12 @@ class SparkFacade:
         """
         agent = self.agent(agent)
         check_runnable(agent)
-        asyncio.run(self.app.ensure_topics())  # sinks, changelogs and the DLQ exist before tasks write
+        counts = asyncio.run(self.app.ensure_topics())  # sinks and the DLQ exist before tasks write
+        if agent.fold is not None:  # the fold's table takes (or must match) its topic's count; its changelog too
+            from ..tables.table import resolve_partitions
+
+            resolve_partitions([agent.fold.table], {agent.topic.name: counts[agent.topic.name]})
+            asyncio.run(self.app.ensure_topics())
         spec = spec_of(self.app)
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
                                  commitGroup=self.app.id if handoff else None, **source_options)
@@ -130,7 +135,8 @@ class SparkFacade:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)
         else:
             output = (source.groupBy("key")
-                      .transformWithState(fold_processor(spec, agent.name), schema, "Append", "None"))
+                      .transformWithState(fold_processor(spec, agent.name, agent.fold.table.partitions), schema,
+                                          "Append", "None"))
         marker = marker_topic(agent)
         writer = (output.writeStream.format("streamkit")
                   .options(**self.options(markerTopic=marker, transactionalIdPrefix=f"{self.app.id}-spark-{agent.name}",

@@ -6,7 +6,7 @@ Reads look in the cache, then in the batch being flushed, then in the store.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..codecs import codec_for
 from ..errors import ConfigurationError, StreamkitError
@@ -59,13 +59,18 @@ class Table:
         self.default = default
         self.key_type = key_type
         self.value_type = value_type
+        self.declared_partitions = partitions
+        # Without a declared count, a (non-global) table takes its sources' count. The worker
+        # settles (and checks) every count at start (resolve_partitions), before any changelog is
+        # created or read; until then ``partitions`` is provisional and no changelog is created.
         self.partitions = partitions or app.conf.topic_partitions
+        self.resolved = self.is_global
         self.store_url = store or app.conf.store
         self.help = help
         self.key_codec = codec_for(key_type, key=True)
         self.value_codec = codec_for(value_type)
         self.changelog: "Topic" = app.topic(
-            f"{app.id}-{name}-changelog", partitions=self.partitions, internal=True,
+            f"{app.id}-{name}-changelog", partitions=self.partitions if self.is_global else partitions, internal=True,
             config={"cleanup.policy": "compact"}, key_serializer="raw", value_serializer="raw",
         )
         self.local: dict[int, TablePartition] = {}  # partitions this worker serves
@@ -207,9 +212,55 @@ class GlobalTable(Table):
     is_global = True
 
 
-def check_copartitioning(table: Table, topic: "Topic", partitions: int) -> None:
-    if table.partitions != partitions:
-        raise ConfigurationError(
-            f"table {table.name!r} has {table.partitions} partitions but topic {topic.name!r} has {partitions}: "
-            "a table must have as many partitions as the topic whose records write to it"
-        )
+def _counts(sources: dict[str, int]) -> str:
+    listed = [f"topic {name!r} has {count}" for name, count in sorted(sources.items())]
+    return ", ".join([listed[0] + " partitions", *listed[1:]])
+
+
+def check_copartitioning(table: Table, sources: dict[str, int]) -> str | None:
+    """What is wrong with ``table``'s partition count given its app's co-partition group
+    (``sources``: source topic → partition count), or None. A table must have as many
+    partitions as the topic whose records write to it; which one that is the app cannot see, so
+    an undeclared table needs the sources to agree, and a declared count must be one of theirs."""
+    if table.is_global or not sources:
+        return None
+    counts = sorted(set(sources.values()))
+    if table.declared_partitions is None:
+        if len(counts) == 1:
+            return None
+        return (f"table {table.name!r} declares no partitions and its app's source topics disagree "
+                f"({_counts(sources)}): declare partitions= on the table (app.Table({table.name!r}, "
+                f"partitions=N) with N the count of the topic whose records write to it), or group_by the "
+                "other streams to repartition them to that count")
+    if table.declared_partitions in counts:
+        return None
+    if len(counts) == 1:
+        fix = f"declare partitions={counts[0]} on the table (or leave partitions= out to take it)"
+    else:
+        fix = f"declare {' or '.join(f'partitions={n}' for n in counts)} on the table, as that topic has"
+    return (f"table {table.name!r} has {table.declared_partitions} partitions but no source topic has "
+            f"{table.declared_partitions} ({_counts(sources)}): a table must have as many partitions as the "
+            f"topic whose records write to it; {fix}, or group_by the stream to repartition it to "
+            f"{table.declared_partitions} partitions")
+
+
+def resolve_partitions(tables: Iterable[Table], sources: dict[str, int]) -> None:
+    """Settle every table's partition count from its app's co-partition group ``sources``
+    (every source topic agents read, group_by/through topics included, with its partition
+    count), or raise one ConfigurationError naming every table that cannot be settled.
+
+    A declared count stays (it must match a source's); an undeclared table takes the sources'
+    count when they agree, ``topic_partitions`` when there are none. GlobalTables are exempt:
+    they read every partition on every worker.
+    """
+    tables = list(tables)
+    problems = [p for p in (check_copartitioning(t, sources) for t in tables) if p]
+    if problems:
+        raise ConfigurationError("; ".join(problems))
+    counts = set(sources.values())
+    agreed = counts.pop() if len(counts) == 1 else None  # None: no sources (else it raised above)
+    for table in tables:
+        if table.declared_partitions is None and not table.is_global:
+            table.partitions = agreed or table.app.conf.topic_partitions
+        table.resolved = True
+        table.changelog.partitions = table.partitions
