@@ -214,7 +214,10 @@ class ExactlyOnceCheckpoint(Checkpoint):
         if not isinstance(exc, ProducerFenced):
             log.warning("transaction rolled back, its records will be processed again: %s", exc)
             try:
-                await retry_while_unreachable(lambda: self.txns.abort(task), "abort_transaction")
+                if self.txns.per_partition:
+                    await retry_while_unreachable(lambda: self.txns.abort(task), "abort_transaction")
+                else:  # a fresh producer: no client state left over from the failure (renew)
+                    await self.txns.renew(task)
             except ProducerFenced as abort_exc:
                 log.warning("fenced while aborting (%s): dropping the partitions", abort_exc)
             except Exception as abort_exc:

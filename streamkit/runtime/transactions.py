@@ -18,7 +18,7 @@ import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-from ..transport.base import TP, Headers, Producer
+from ..transport.base import TP, Headers, Producer, retry_while_unreachable
 from .progress import processing
 
 if TYPE_CHECKING:
@@ -98,6 +98,21 @@ class TransactionalProducer(Producer):
             await _close_quietly(producer, abort=False)
         if task == WORKER and not self.per_partition:
             await self._open_unit(WORKER, self.transactional_id)
+
+    async def renew(self, task: Task) -> None:
+        """Roll the unit's transaction back by replacing its producer: the new one registers the
+        same transactional id, which aborts what the old one left open and fences it. After a
+        broker outage a client's own abort can leave it unable to produce (librdkafka waiting
+        for an epoch bump that never comes); a fresh producer has no such state. Only for the
+        per-worker unit (EOS v2), whose id no other worker uses."""
+        producer = self.units.pop(task, None)
+        self.dirty.discard(task)
+        if producer is not None:
+            try:
+                await asyncio.wait_for(producer.stop(), 5.0)
+            except Exception as exc:  # a producer that cannot flush is being replaced anyway
+                log.info("old transactional producer did not close cleanly: %r", exc)
+        await retry_while_unreachable(lambda: self._open_unit(task, self.transactional_id), "init_transactions")
 
     async def stop(self) -> None:
         for task in list(self.units):
