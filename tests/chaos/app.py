@@ -15,7 +15,7 @@ app = sk.App(os.environ.get("CHAOS_APP_ID", "chaos"),
              web_enabled=False)
 inputs = app.topic(os.environ.get("CHAOS_IN", "chaos-in"), key_type=str, value_type=int, partitions=partitions)
 outputs = app.topic(os.environ.get("CHAOS_OUT", "chaos-out"), key_type=str, value_type=int, partitions=partitions)
-sums = app.Table("sums", default=int, partitions=partitions)
+sums = app.Table("sums", default=int)  # takes the input topic's partition count
 
 
 @app.agent(inputs)
