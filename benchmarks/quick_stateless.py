@@ -222,7 +222,15 @@ async def run_streamkit(args: argparse.Namespace, scenario: str) -> dict[str, An
             await asyncio.wait_for(done.wait(), args.timeout)
         except asyncio.TimeoutError:
             raise SystemExit(f"timeout: consumed {state['consumed']}/{n}") from None
-        await app.runtime.checkpoint.commit()  # flush + offsets, or the transaction's commit
+        for attempt in range(10):  # flush + offsets, or the transaction's commit
+            try:
+                await app.runtime.checkpoint.commit()
+                break
+            except Exception as exc:  # rolled back (a delivery failed): the records come again
+                if attempt == 9:
+                    raise
+                print(f"checkpoint rolled back, committing again: {exc}", file=sys.stderr)
+                await asyncio.sleep(0.5)  # let the rewound records be reprocessed
         meter.done()
         stop_started = time.perf_counter()
     stop_s = time.perf_counter() - stop_started
