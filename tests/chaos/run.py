@@ -90,7 +90,7 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     pool = [Worker(i, broker, driver, guarantee, names, workdir) for i in range(workers)]
     for worker in pool:
         worker.start()
-    fault_phase = {"kill": max(kills * interval, 5.0), "outage": fault_seconds + 30, "freeze": fault_seconds + 30,
+    fault_phase = {"kill": max(kills * interval, 5.0), "outage": fault_seconds + 10, "freeze": fault_seconds + 10,
                    "churn": churn_seconds}.get(scenario, 10.0)
     bad_every = max(1, records // malformed) if scenario == "malformed" else 0
     stop_feed = threading.Event()
