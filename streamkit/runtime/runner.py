@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import BrokerUnavailable, ConfigurationError
+from .diagnostics import install_dump_signal
 
 log = logging.getLogger("streamkit.worker")
 
@@ -21,6 +22,7 @@ async def serve(app: Any) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    install_dump_signal(loop)
     try:
         await app.start()
     except (BrokerUnavailable, ConfigurationError) as exc:

@@ -85,6 +85,13 @@ class Worker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def dump(self) -> None:
+        """Ask the worker to print its asyncio tasks and threads into its log (a stall's evidence)."""
+        if self.running:
+            assert self.process is not None
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)  # the dump is written by the worker's loop; not a synchronisation wait
+
     def kill(self) -> None:
         if self.running:
             assert self.process is not None

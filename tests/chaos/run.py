@@ -144,6 +144,11 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         while len({m.value() for m in outputs.records}) < records and time.monotonic() < deadline:
             outputs.poll(1.0)
         everyone = pool + extras
+        if len({m.value() for m in outputs.records}) < records:  # stalled: leave evidence in the logs
+            log(f"  drain timed out at {len({m.value() for m in outputs.records})}/{records} outputs: "
+                f"task dumps (SIGUSR1) in {workdir}/worker-*.log")
+            for worker in everyone:
+                worker.dump()
         summary.died = sum(1 for w in everyone if not w.running and w.index not in expected_down)
         for worker in everyone:
             worker.stop()
