@@ -242,4 +242,4 @@ class TableManager:
         for table in self.tables:
             for number, part in table.local.items():
                 if select(table.partitions, number):
-                    part.cache, part.flushing = {}, {}
+                    part.forget_writes()

@@ -13,12 +13,15 @@ from ..errors import ConfigurationError, StreamkitError
 from ..streams.stream import current_event
 from ..transport.partitioner import partition_for_key
 from .stores import Store
+from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
 if TYPE_CHECKING:
     from ..app import App
     from ..topics import Topic
 
 _MISSING = object()
+# Values nobody can change in place: read from the store without being watched for changes.
+_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
 DELETED = object()  # cache marker: the key was deleted since the last checkpoint
 
 
@@ -36,14 +39,22 @@ class WrongPartition(StreamkitError):
 class TablePartition:
     """One partition's store plus the writes not yet checkpointed."""
 
-    __slots__ = ("number", "store", "cache", "flushing", "ready")
+    __slots__ = ("number", "store", "cache", "flushing", "borrowed", "keys", "ready")
 
     def __init__(self, number: int, store: Store) -> None:
         self.number = number
         self.store = store
         self.cache: dict[bytes, Any] = {}
         self.flushing: dict[bytes, Any] = {}
+        # Mutable values read from the store since the last checkpoint, with their stored bytes:
+        # ``table[k].add(x)`` changes them in place, and the checkpoint sends those that changed.
+        self.borrowed: dict[bytes, tuple[bytes, Any]] = {}
+        self.keys: dict[bytes, Any] = {}  # keys whose entries carry them (TableEntries)
         self.ready = False
+
+    def forget_writes(self) -> None:
+        """Back to the store's (committed) state."""
+        self.cache, self.flushing, self.borrowed, self.keys = {}, {}, {}, {}
 
 
 class Table:
@@ -68,7 +79,9 @@ class Table:
         self.store_url = store or app.conf.store
         self.help = help
         self.key_codec = codec_for(key_type, key=True)
-        self.value_codec = codec_for(value_type)
+        # Without a value_type, values keep their Python type (set stays set): values.py.
+        self.value_codec = codec_for(value_type) if value_type is not None else TypedJsonCodec()
+        self.entries = TableEntries(self.key_codec, self.value_codec, key_declared=key_type is not None)
         self.changelog: "Topic" = app.topic(
             f"{app.id}-{name}-changelog", partitions=self.partitions if self.is_global else partitions, internal=True,
             config={"cleanup.policy": "compact"}, key_serializer="raw", value_serializer="raw",
@@ -103,13 +116,30 @@ class Table:
     # -- dict API -------------------------------------------------------------------------------
 
     def _read(self, key_bytes: bytes, part: TablePartition) -> Any:
+        """The current value; a mutable one is the same object until the next checkpoint, so
+        changing it in place (``table[k].add(x)``, ``table[k].field = v``) is a write."""
         value = part.cache.get(key_bytes, _MISSING)
-        if value is _MISSING:
-            value = part.flushing.get(key_bytes, _MISSING)
-        if value is _MISSING:
-            raw = part.store.get(key_bytes)
-            return _MISSING if raw is None else self.value_codec.decode(raw)
-        return _MISSING if value is DELETED else value
+        if value is not _MISSING:
+            return _MISSING if value is DELETED else value
+        value = part.flushing.get(key_bytes, _MISSING)
+        if value is not _MISSING:
+            if value is DELETED:
+                return _MISSING
+            if type(value) not in _IMMUTABLE:  # being flushed: a change now goes in the next one
+                part.cache[key_bytes] = value
+            return value
+        lent = part.borrowed.get(key_bytes)
+        if lent is not None:
+            return lent[1]
+        raw = part.store.get(key_bytes)
+        if raw is None:
+            return _MISSING
+        value = self.entries.decode_value(raw)
+        if type(value) not in _IMMUTABLE and not self.is_global:
+            part.borrowed[key_bytes] = (raw, value)
+            if raw.startswith(ENTRY_PREFIX):  # re-encoded at the checkpoint: with its key
+                part.keys[key_bytes] = self.entries.decode(key_bytes, raw)[0]
+        return value
 
     def __getitem__(self, key: Any) -> Any:
         key_bytes, part = self._locate(key, writing=False)
@@ -117,11 +147,14 @@ class Table:
         if value is _MISSING:
             if self.default is None:
                 raise KeyError(key)
-            return self.default()
+            value = self.default()
+            self[key] = value  # as Faust does: ``table[k].add(x)`` on a new key is kept
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key_bytes, part = self._locate(key, writing=True)
+        if self.entries.carries_key(key):
+            part.keys[key_bytes] = key
         part.cache[key_bytes] = value
 
     def __delitem__(self, key: Any) -> None:
@@ -143,21 +176,24 @@ class Table:
         key_bytes, part = self._locate(key, writing=True)
         value = self._read(key_bytes, part)
         if value is _MISSING:
+            if self.entries.carries_key(key):
+                part.keys[key_bytes] = key
             part.cache[key_bytes] = value = default
         return value
 
     def _local_items(self) -> Iterator[tuple[Any, Any]]:
-        decode_key, decode_value = self.key_codec.decode, self.value_codec.decode
+        decode_key, decode = self.key_codec.decode, self.entries.decode
         for part in list(self.local.values()):
             if not part.ready:
                 continue
-            overlay = {**part.flushing, **part.cache}
+            overlay = {**{k: v for k, (_, v) in part.borrowed.items()}, **part.flushing, **part.cache}
             for key_bytes, raw in part.store.items():
                 if key_bytes not in overlay:
-                    yield decode_key(key_bytes), decode_value(raw)
+                    yield decode(key_bytes, raw)
             for key_bytes, value in overlay.items():
                 if value is not DELETED:
-                    yield decode_key(key_bytes), value
+                    key = part.keys.get(key_bytes, _MISSING)
+                    yield (decode_key(key_bytes) if key is _MISSING else key), value
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """Pairs of the partitions this worker owns (a GlobalTable: all of them)."""
@@ -179,18 +215,27 @@ class Table:
 
     def take_changes(self) -> dict[int, dict[bytes, bytes | None]]:
         """Snapshot and encode every partition's changes (one entry per changed key)."""
-        encode = self.value_codec.encode
+        encode, keys = self.entries.encode, None
         changes: dict[int, dict[bytes, bytes | None]] = {}
         for number, part in self.local.items():
+            if part.borrowed:  # values changed in place since they were read from the store
+                for k, (raw, value) in part.borrowed.items():
+                    if k not in part.cache and encode(part.keys.get(k), value) != raw:
+                        part.cache[k] = value
+                part.borrowed = {}
             if not part.cache:
                 continue
             part.flushing, part.cache = part.cache, {}
-            changes[number] = {k: (None if v is DELETED else encode(v)) for k, v in part.flushing.items()}
+            keys = part.keys
+            changes[number] = {k: (None if v is DELETED else encode(keys.get(k), v)) for k, v in part.flushing.items()}
         return changes
 
     def changes_applied(self, number: int) -> None:
         part = self.local.get(number)
         if part is not None:
+            for key_bytes in part.flushing:  # the store's entry carries the key now
+                if key_bytes not in part.cache:
+                    part.keys.pop(key_bytes, None)
             part.flushing = {}
 
     def changes_dropped(self) -> None:

@@ -1,0 +1,161 @@
+"""Table values keep their Python type through the store, the changelog and recovery.
+
+The apps here are written as Faust users write them (``app.Table(name, default=set)``, no
+value_type, default commit interval and store); the memory driver stands in for the broker.
+"""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+
+import pytest
+
+import streamkit as sk
+from streamkit.testing import wait_for
+
+
+class Address(sk.Record):
+    city: str
+    zip: str = ""
+
+
+class Customer(sk.Record):
+    name: str
+    address: Address
+    since: datetime
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+VALUES = {
+    "a set": {"x", "y"},
+    "a frozenset": frozenset({1, 2}),
+    "a tuple": ("a", 1, (2.5, None)),
+    "a record": Customer("ann", Address("Oslo", "0150"), datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc), ["vip"]),
+    "a datetime": datetime(2026, 5, 6, 7, 8, 9, 123000),
+    "a date": date(2026, 5, 6),
+    "a duration": timedelta(seconds=90),
+    "a decimal": Decimal("12.340"),
+    "bytes": b"\x00\xff",
+    "a uuid": uuid.UUID(int=7),
+    "nested": {"ids": {3, 4}, "pair": ("p", 2), "when": [datetime(2020, 1, 1)]},
+    "a dict with int keys": {1: "one", 2: "two"},
+    "a dict that looks tagged": {"__sk__": "set", "v": [1]},
+    "plain json": {"n": 1, "l": [1, "two", None, True, 1.5]},
+}
+
+
+def build(name: str, tmp_path, tag: str = "a"):
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False,
+                 data_dir=str(tmp_path / tag))
+    tags = app.topic("tags")
+    seen = app.Table("seen", default=set)
+    anything = app.Table("anything")
+    done: list[str] = []
+
+    @app.agent(tags)
+    async def collect(stream):
+        async for event in stream.events():
+            if event.value.get("store"):
+                name = event.value["store"]
+                anything[name] = VALUES[name]
+            else:
+                seen[event.key].add(event.value["tag"])
+            done.append(event.key)
+
+    return app, tags, seen, anything, done
+
+
+async def test_a_set_default_stays_a_set_after_a_checkpoint(tmp_path):
+    app, tags, seen, _, done = build(f"sets-{uuid.uuid4().hex[:6]}", tmp_path)
+    async with app.running():
+        await tags.send(key="u1", value={"tag": "a"})
+        await wait_for(lambda: len(done) == 1, 10)
+        assert seen["u1"] == {"a"}, "table[key].add on a missing key must store the default (Faust)"
+        await app.runtime.checkpoint.commit()  # the value now comes from the store
+        await tags.send(key="u1", value={"tag": "b"})
+        await wait_for(lambda: len(done) == 2, 10)
+        assert app.runtime.errors.counts["dlq"] == 0
+        assert seen["u1"] == {"a", "b"} and type(seen["u1"]) is set
+        await app.runtime.checkpoint.commit()
+        await tags.send(key="u1", value={"tag": "c"})  # an in-place change of a stored value
+        await wait_for(lambda: len(done) == 3, 10)
+        await app.runtime.checkpoint.commit()
+        assert seen["u1"] == {"a", "b", "c"}
+
+
+async def test_every_value_type_survives_store_changelog_and_recovery(tmp_path):
+    name = f"types-{uuid.uuid4().hex[:6]}"
+    app, tags, _, anything, done = build(name, tmp_path, "a")
+    async with app.running():
+        for i, key in enumerate(VALUES):
+            await tags.send(key=key, value={"store": key})
+        await wait_for(lambda: len(done) == len(VALUES), 10)
+        await app.runtime.checkpoint.commit()
+        from_store = {key: anything[key] for key in VALUES}
+    again, _, _, anything2, _ = build(name, tmp_path, "b")  # an empty data dir: recovery from the changelog
+    async with again.running():
+        await wait_for(lambda: again.runtime.tables.ready and len(anything2) == len(VALUES), 10)
+        recovered = dict(anything2.items())
+    for key, value in VALUES.items():
+        assert from_store[key] == value and type(from_store[key]) is type(value), (key, from_store[key])
+        assert recovered[key] == value and type(recovered[key]) is type(value), (key, recovered[key])
+
+
+# -- the encoding itself, over generated values ---------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from streamkit.codecs import KeyCodec  # noqa: E402
+from streamkit.tables.values import TableEntries, TypedJsonCodec  # noqa: E402
+
+_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8), st.binary(max_size=8),
+    st.datetimes(timezones=st.one_of(st.none(), st.just(timezone.utc))), st.dates(), st.timedeltas(),
+    st.decimals(allow_nan=False, allow_infinity=False), st.uuids())
+_hashable = st.recursive(_scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3),
+                         max_leaves=6)
+_records = st.builds(Customer, name=st.text(max_size=5), address=st.builds(Address, city=st.text(max_size=5)),
+                     since=st.datetimes(timezones=st.just(timezone.utc)), tags=st.lists(st.text(max_size=3), max_size=2))
+_values = st.recursive(
+    st.one_of(_scalars, _records),
+    lambda inner: st.lists(inner, max_size=3) | st.sets(_hashable, max_size=3) | st.frozensets(_hashable, max_size=3)
+    | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    | st.dictionaries(_hashable, inner, max_size=3),
+    max_leaves=10)
+_int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)  # keys are encoded by the topics' key codec (JSON)
+_keys = st.one_of(st.text(min_size=1, max_size=6), _int64, st.tuples(st.text(max_size=3), _int64))
+
+
+def _same(a, b) -> bool:
+    """Equal and of the same type all the way down (1 == 1.0 == True would hide a lost type)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    return a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=_keys, value=_values)
+def test_entries_round_trip_key_and_value_types(key, value):
+    key_codec = KeyCodec()
+    entries = TableEntries(key_codec, TypedJsonCodec(), key_declared=False)
+    key_bytes = key_codec.encode(key)
+    raw = entries.encode(key if entries.carries_key(key) else None, value)
+    if value is None:
+        assert raw is None  # a tombstone: the key is deleted
+        return
+    got_key, got_value = entries.decode(key_bytes, raw)
+    assert _same(got_key, key), (key, got_key)
+    assert _same(got_value, value), (value, got_value)
+    assert _same(entries.decode_value(raw), value)
+
+
+def test_a_value_no_encoding_covers_is_refused_with_the_way_out():
+    with pytest.raises(TypeError, match="declare value_type="):
+        TypedJsonCodec().encode(object())
