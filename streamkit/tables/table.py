@@ -153,7 +153,10 @@ class Table:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key_bytes, part = self._locate(key, writing=True)
-        if self.entries.carries_key(key):
+        carried = self.entries.carries_key(key)
+        if type(value) not in _IMMUTABLE:  # fail the record that writes it, not a later checkpoint
+            self.entries.encode(key if carried else None, value)
+        if carried:
             part.keys[key_bytes] = key
         part.cache[key_bytes] = value
 

@@ -159,3 +159,24 @@ def test_entries_round_trip_key_and_value_types(key, value):
 def test_a_value_no_encoding_covers_is_refused_with_the_way_out():
     with pytest.raises(TypeError, match="declare value_type="):
         TypedJsonCodec().encode(object())
+
+
+async def test_an_unstorable_value_fails_its_record_not_the_checkpoint(tmp_path):
+    name = f"bad-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, data_dir=str(tmp_path))
+    events = app.topic("events")
+    latest = app.Table("latest")
+    done: list[str] = []
+
+    @app.agent(events)
+    async def keep(stream):
+        async for event in stream.events():
+            latest[event.key] = object() if event.value == "bad" else {"v": event.value}
+            done.append(event.key)
+
+    async with app.running():
+        await events.send(key="a", value="bad")
+        await events.send(key="b", value="good")
+        await wait_for(lambda: done == ["b"] and app.runtime.errors.counts["dlq"] == 1, 10)
+        await app.runtime.checkpoint.commit()
+        assert latest["b"] == {"v": "good"} and "a" not in latest
