@@ -14,12 +14,19 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
+class ProbeInconclusive(Exception):
+    """The probe could not tell (its marker never arrived): neither yes nor no."""
+
+
 @dataclass
 class Capabilities:
-    address: str
-    results: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    """Probe results per capability: True/False with the reason, or None when the probe raised
+    or could not conclude ("unknown": a broken probe must not pass for a missing feature)."""
 
-    def check(self, name: str) -> tuple[bool, str]:
+    address: str
+    results: dict[str, tuple[bool | None, str]] = field(default_factory=dict)
+
+    def check(self, name: str) -> tuple[bool | None, str]:
         if name not in self.results:
             probe = PROBES.get(name)
             if probe is None:
@@ -27,7 +34,7 @@ class Capabilities:
             try:
                 self.results[name] = probe(self.address)
             except Exception as exc:
-                self.results[name] = (False, f"probe failed: {exc!r}")
+                self.results[name] = (None, f"probe failed: {exc!r}")
         return self.results[name]
 
 
@@ -67,6 +74,8 @@ def read_committed_hides_aborted(address: str) -> tuple[bool, str]:
     producer.produce(topic, b"done")
     producer.commit_transaction(15)
     values = _read(address, topic, "read_committed")
+    if b"done" not in values:  # an empty read proves nothing
+        raise ProbeInconclusive(f"the committed marker never arrived (read {len(values)} record(s))")
     if b"aborted" in values:
         return False, "this broker shows aborted transactional records to read_committed consumers"
     return True, "read_committed hides aborted records"

@@ -2,7 +2,10 @@
 
 By default the session starts the dev broker on a free loopback port; ``STREAMKIT_TEST_BROKER=
 host:port`` points the suite at another broker (Apache Kafka). ``@pytest.mark.requires("cap")``
-skips a test, with the probe's reason, where the broker lacks that capability.
+skips a test, with the probe's reason, where the broker lacks that capability. A probe that
+cannot conclude skips on the dev broker but *fails* the test on an external broker (which claims
+to be Kafka: a broken probe there would hide every test behind it). The run's summary lists each
+capability probed, its answer and how many tests it skipped.
 """
 from __future__ import annotations
 
@@ -17,8 +20,22 @@ from .capabilities import Capabilities
 TEST_CONSUMER_SETTINGS = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 1000}
 
 
+_PROBED: dict[str, tuple[bool | None, str]] = {}
+_SKIPPED: dict[str, int] = {}
+
+
 def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "requires(capability): skip unless the broker has this capability")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _PROBED:
+        return
+    where = os.environ.get("STREAMKIT_TEST_BROKER") or "the dev broker"
+    terminalreporter.write_sep("-", f"broker capabilities ({where})")
+    for name, (ok, reason) in sorted(_PROBED.items()):
+        answer = {True: "yes", False: "no", None: "unknown"}[ok]
+        terminalreporter.write_line(f"{name}: {answer} ({reason}); tests skipped for it: {_SKIPPED.get(name, 0)}")
 
 
 @pytest.fixture(scope="session")
@@ -64,9 +81,19 @@ def _check_required_capabilities(request: Any) -> None:
     for marker in request.node.iter_markers("requires"):
         caps: Capabilities = request.getfixturevalue("capabilities")
         for name in marker.args:
-            ok, reason = caps.check(name)
-            if not ok:
-                pytest.skip(f"broker lacks {name}: {reason}")
+            require_capability(caps, name)
+
+
+def require_capability(caps: Capabilities, name: str) -> None:
+    """Skip (or, for an unknown answer on an external broker, fail) unless the broker has it;
+    for tests whose need depends on a parameter (``requires`` marks the whole test)."""
+    ok, reason = caps.check(name)
+    _PROBED[name] = (ok, reason)
+    if ok is None and os.environ.get("STREAMKIT_TEST_BROKER"):
+        pytest.fail(f"capability {name} could not be probed on {caps.address}: {reason}")
+    if not ok:
+        _SKIPPED[name] = _SKIPPED.get(name, 0) + 1
+        pytest.skip(f"broker lacks {name}: {reason}" if ok is False else f"{name} unknown: {reason}")
 
 
 @pytest.fixture

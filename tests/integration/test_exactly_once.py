@@ -1,6 +1,7 @@
 """Exactly-once on a broker: a clean run counted exactly, and the SIGKILL chaos run (gated)."""
 import pytest
 
+from streamkit.testing.pytest_plugin import require_capability
 from tests.chaos.run import main, run
 
 
@@ -20,9 +21,7 @@ def test_clean_exactly_once_run_gives_exact_outputs_and_table(broker_address, tm
 @pytest.mark.parametrize("driver", ["confluent", "aiokafka"])
 def test_chaos_twenty_sigkills_lose_and_duplicate_nothing(broker_address, driver, capabilities, tmp_path):
     if driver == "aiokafka":
-        ok, reason = capabilities.check("aiokafka_transactions")
-        if not ok:
-            pytest.skip(f"broker lacks aiokafka_transactions: {reason}")
+        require_capability(capabilities, "aiokafka_transactions")
     summary = run(broker_address, driver, records=60_000, kills=20, workers=3, workdir=tmp_path, seed=20)
     print("\n" + summary.line())
     assert summary.ok, summary.line() + f" (worker logs in {tmp_path})"
