@@ -129,3 +129,39 @@ async def test_a_taken_web_port_is_a_clear_startup_error(tmp_path):
             await other.stop()
             raise AssertionError("a second worker bound the same web port")
     assert other.runtime is None
+
+
+async def test_queries_are_forwarded_to_the_owners_advertised_url(tmp_path):
+    """``web_advertised_url`` is what the other workers forward to (here ``localhost``, where the
+    default would be ``http://127.0.0.1:<port>``); an advertised URL nobody answers is a 503
+    naming it, never a hang."""
+    a, src, base_a = build(tmp_path / "a")
+    port_b = free_port()
+    b = sk.App(a.id, broker=a.conf.broker, driver="memory", store="memory://", data_dir=str(tmp_path / "b"),
+               commit_interval=0.05, web_port=port_b, web_advertised_url=f"http://localhost:{port_b}")
+    source_b = b.topic("scores", key_type=int, value_type=int, partitions=2)
+    table_b = b.Table("scores", key_type=int, default=int, partitions=2)
+
+    @b.agent(source_b)
+    async def keep(stream):
+        async for event in stream.events():
+            table_b[event.key] = event.value
+
+    async with a.running(), b.running(), aiohttp.ClientSession() as session:
+        def scores_of(app):
+            return [tp.partition for tp in app.runtime.assigned if tp.topic == "scores"]
+
+        await wait_for(lambda: len(scores_of(a)) == 1 and len(scores_of(b)) == 1, 10, message="one partition each")
+        for key in range(20):
+            await src.send(key=key, value=key * 10)
+        await wait_for(lambda: a.runtime.router.records_in + b.runtime.router.records_in == 20, 10)
+        [owned_by_b] = scores_of(b)
+        await wait_for(lambda: a.web.cluster.owner("scores", owned_by_b) == f"http://localhost:{port_b}", 10,
+                       message="b's claim, with its advertised URL, reached a")
+        key = next(k for k in range(20) if table_b.partition_of(table_b.key_codec.encode(k)) == owned_by_b)
+        status, body = await get(session, f"{base_a}/tables/scores/{key}")
+        assert (status, body) == (200, {"key": key, "value": key * 10})
+        dead = f"http://127.0.0.1:{free_port()}"
+        a.web.cluster.claims[("scores", owned_by_b)] = dead  # as if b had advertised a wrong URL
+        status, body = await get(session, f"{base_a}/tables/scores/{key}")
+        assert status == 503 and dead in body["error"], body
