@@ -54,6 +54,7 @@ class Agent:
         self._repartitions: dict[tuple[str, int], Stream] = {}
         self._internal_subscribers: dict[str, Subscriber] = {}
         self._forwarders: list[asyncio.Task] = []
+        self.streams: list[Stream] = []  # every stream its tasks iterate (Stream registers itself)
         self.__doc__ = self.source_fun.__doc__
 
     def __repr__(self) -> str:
@@ -80,6 +81,17 @@ class Agent:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks, self._forwarders, self._repartitions, self._internal_subscribers = [], [], {}, {}
+        self.streams = []
+
+    def streams_started(self) -> bool:
+        """Every stream of this agent asked for its first record (or its task ended): its
+        group_by/through topics are all declared, so the topology can be frozen."""
+        tasks_done = all(task.done() for task in self._tasks + self._forwarders)
+        return tasks_done or (bool(self.streams) and all(s.started for s in self.streams))
+
+    def internal_topics(self) -> list[str]:
+        """The repartition and through topics this agent forwards to and reads back."""
+        return list(self._internal_subscribers)
 
     # -- supervision ----------------------------------------------------------------------------
 

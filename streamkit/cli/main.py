@@ -1,4 +1,4 @@
-"""The ``streamkit`` command: worker, send, agents, topics, dev-broker."""
+"""The ``streamkit`` command: worker, send, agents, tables, topology, topics, dev-broker."""
 from __future__ import annotations
 
 import asyncio
@@ -130,6 +130,19 @@ def agents(app_spec: str) -> None:
         sinks = ", ".join(getattr(s, "name", repr(s)) for s in agent.sinks) or "-"
         doc = (agent.fun.__doc__ or "").strip().splitlines()[0] if agent.fun.__doc__ else ""
         click.echo(f"{agent.name}\ttopic={agent.topic.name}\tconcurrency={agent.concurrency}\tsinks={sinks}\t{doc}")
+
+
+@cli.command()
+@app_option
+@click.option("--format", "fmt", type=click.Choice(["text", "mermaid"]), default="text", show_default=True)
+def topology(app_spec: str, fmt: str) -> None:
+    """Print what a worker of the app reads, writes and keeps (no broker needed)."""
+    from ..runtime.planning import plan_topology
+
+    logging.basicConfig(level="WARNING", stream=sys.stderr)
+    app = load_app(app_spec)
+    frozen = run(plan_topology(app))
+    click.echo(frozen.describe() if fmt == "text" else frozen.mermaid())
 
 
 def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) -> tuple[Any, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..errors import ConfigurationError
 from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy
 from .progress import Barrier, Batch, Event, Subscriber, processing
@@ -24,15 +25,19 @@ class Router:
         self.delivered: dict[TP, int] = {}
         self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to
         self.barrier = Barrier()
-        self.version = 0  # bumped whenever the set of subscribed topics changes
         self.epoch = 0  # bumped by a rewind: a batch whose delivery spans it is not counted
         self.records_in = 0
+        self.frozen = False  # set once the worker froze its topology: no new topic after that
 
     def subscribe(self, topic: Any, subscriber: Subscriber) -> None:
         route = self.routes.get(topic.name)
         if route is None:
+            if self.frozen:
+                raise ConfigurationError(
+                    f"topic {topic.name!r} is read for the first time after the worker froze its topology "
+                    "(it subscribes once, at start): call group_by/through before the agent's first "
+                    "`async for`, unconditionally, so the worker sees it when it starts")
             route = self.routes[topic.name] = Route(topic)
-            self.version += 1
         subscriber.barrier = self.barrier
         route.subscribers.append(subscriber)
 

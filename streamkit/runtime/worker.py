@@ -20,12 +20,14 @@ from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .router import Router
+from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
     from ..app import App
 
 log = logging.getLogger("streamkit.worker")
 
+AGENT_START_TIMEOUT = 5.0  # seconds agents get to reach their first `async for` before the freeze
 CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive non-retriable fetch errors before halting
 
 
@@ -55,6 +57,7 @@ class Runtime(Service):
         self._fetch_epoch = 0  # bumped by a rewind: batches fetched before it are stale
         self._pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
         self.tables: Any = None  # the TableManager, when the app has tables
+        self.topology: Topology | None = None  # frozen at start, before the first subscribe
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
@@ -63,7 +66,6 @@ class Runtime(Service):
         self._loop_task: asyncio.Task | None = None
         self._commit_task: asyncio.Task | None = None
         self.broker_watch: BrokerWatch | None = None
-        self._subscribed_version = -1
         self._stopping = False
         self._gc_tuned = False
         super().__init__(**kwargs)
@@ -108,10 +110,14 @@ class Runtime(Service):
         await self._start_producer()
         for agent in self.app.agents.values():
             agent.start(self)
-        for _ in range(5):  # agent bodies run to their first await: group_by topics get declared
-            await asyncio.sleep(0)
+        await self._agents_started()
         await self.ensure_topics()
         self.partition_counts.update(await self.app.resolve_tables(self.router.topics(), self.partition_counts))
+        self.router.frozen = True
+        self.topology = build_topology(self.app, self.router.topics(), self.partition_counts)
+        log.info("topology frozen: %d agent(s), %d table(s), reading %s", len(self.topology.agents),
+                 len(self.topology.tables), ", ".join(self.topology.subscribed) or "nothing")
+        log.debug("%s", self.topology.describe())
         self.consumer = self.driver.consumer(self.app.id)
         await self.consumer.start()
         if self.txns is not None:
@@ -133,10 +139,25 @@ class Runtime(Service):
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
 
+    async def _agents_started(self) -> None:
+        """Wait (bounded) until every agent's streams asked for their first record: by then their
+        bodies declared every group_by/through topic, and the topology can be frozen."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + AGENT_START_TIMEOUT
+        while True:
+            waiting = [a.name for a in self.app.agents.values() if not a.streams_started()]
+            if not waiting:
+                return
+            if loop.time() >= deadline:
+                log.warning("agent(s) %s did not start iterating within %.0fs: the topology is frozen "
+                            "without anything they declare later (such a group_by/through will fail)",
+                            ", ".join(waiting), AGENT_START_TIMEOUT)
+                return
+            await asyncio.sleep(0.001)
+
     def _subscribe(self) -> None:
         assert self.consumer is not None
         topics = self.router.topics() + [self.app.leader_topic.name]
-        self._subscribed_version = self.router.version
         self.consumer.subscribe(topics, self._on_assigned, self._on_revoked)
 
     # -- rebalance ------------------------------------------------------------------------------
@@ -266,11 +287,9 @@ class Runtime(Service):
         consumer, router, conf, assigned, watch = self.consumer, self.router, self.conf, self.assigned, self.broker_watch
         failing_since: float | None = None
         loop = asyncio.get_running_loop()
+        self._subscribe()  # once: the topology is frozen, its topics exist
         while not self._stopping:
             try:
-                if router.version != self._subscribed_version:
-                    await self.ensure_topics()
-                    self._subscribe()
                 if self._pending_seeks:
                     await self._apply_pending_seeks()
                 epoch = self._fetch_epoch

@@ -49,6 +49,9 @@ class Stream:
         self.subscriber = subscriber
         self.topic = topic
         self.owner = owner  # the Agent, for group_by/through naming and supervision
+        self.started = False  # has asked for its first record
+        if owner is not None:
+            owner.streams.append(self)
         self._batch: Batch | None = None
         self._idx = 0
         self._held: list[Held] = []
@@ -90,6 +93,7 @@ class Stream:
             if idx < len(batch.events) and not batch.revoked:
                 return self._hand_out(batch, idx)
             self._batch = None
+        self.started = True  # waiting for records: the topology may be frozen (once per batch)
         while True:
             if timeout is None:
                 batch = await self.subscriber.inbox.get()
