@@ -8,11 +8,10 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_type_hints
+from typing import Any, get_type_hints
 
 from .errors import ConfigurationError
 
-ErrorPolicy = Literal["dlq", "skip", "stop"]
 ERROR_POLICIES = ("dlq", "skip", "stop")
 DRIVERS = ("aiokafka", "confluent", "memory")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -160,8 +160,6 @@ class TableManager:
                 part.ready = True
         progress = self.progress
         progress.active = False
-        progress.last_rate = progress.rate
-        progress.finished_runs += 1
         log.info("recovered %d changelog records for %d partitions in %.2fs",
                  replayed, len(stores), time.monotonic() - progress.started)
         if paused and self.runtime.consumer is not None:

@@ -9,8 +9,7 @@ import asyncio
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 from ..transport.base import TP, Driver, Message
 from ..transport.reader import read_forever
@@ -28,9 +27,6 @@ class RecoveryProgress:
     started: float = 0.0
     active: bool = False
     partitions: int = 0
-    finished_runs: int = 0
-    last_rate: float = 0.0
-    history: list[dict] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
@@ -117,12 +113,11 @@ def _report(progress: RecoveryProgress) -> None:
 class Tailer:
     """Keeps stores current from their changelogs: standby replicas and global tables."""
 
-    def __init__(self, driver: Driver, on_applied: Callable[[int], None] | None = None) -> None:
+    def __init__(self, driver: Driver) -> None:
         self.driver = driver
         self.stores: dict[TP, Store] = {}
         self.applied = 0
         self._task: asyncio.Task | None = None
-        self._on_applied = on_applied
 
     async def restart(self, stores: dict[TP, Store]) -> None:
         await self.stop()

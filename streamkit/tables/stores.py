@@ -6,7 +6,6 @@ written in the same atomic batch, so recovery replays only the changelog's tail.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Iterator
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch
@@ -35,10 +34,6 @@ class Store:
     def close(self) -> None:
         pass
 
-    def reset(self) -> None:
-        """Forget everything (the changelog is the source of truth)."""
-        raise NotImplementedError
-
 
 class MemoryStore(Store):
     def __init__(self) -> None:
@@ -64,10 +59,6 @@ class MemoryStore(Store):
     @property
     def offset(self) -> int | None:
         return self._offset
-
-    def reset(self) -> None:
-        self.data.clear()
-        self._offset = None
 
 
 _META_CF = "streamkit_meta"
@@ -118,11 +109,6 @@ class RocksStore(Store):
         self._meta = self._meta_handle = None  # type: ignore[assignment]
         self._db.close()
         self._db = None  # type: ignore[assignment]
-
-    def reset(self) -> None:
-        self.close()
-        shutil.rmtree(self.path, ignore_errors=True)
-        self.__init__(self.path)  # type: ignore[misc]
 
 
 def open_store(url: str, data_dir: str, app_id: str, table: str, partition: int) -> Store:

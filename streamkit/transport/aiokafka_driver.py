@@ -111,8 +111,6 @@ class AiokafkaConsumer(Consumer):
     async def seek(self, tp: TP, offset: int) -> None:
         self._client.seek(TopicPartition(*tp), offset)
 
-    async def seek_to_end(self, tps: Sequence[TP]) -> None:
-        await self._client.seek_to_end(*_tps(tps))
 
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         await self._client.commit({TopicPartition(*tp): off for tp, off in offsets.items()})

@@ -157,9 +157,6 @@ class Consumer(abc.ABC):
     async def seek(self, tp: TP, offset: int) -> None: ...
 
     @abc.abstractmethod
-    async def seek_to_end(self, tps: Sequence[TP]) -> None: ...
-
-    @abc.abstractmethod
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         """Commit ``offsets`` (the next offset to read, Kafka's convention).
 

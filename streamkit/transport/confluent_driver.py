@@ -18,7 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from confluent_kafka import OFFSET_END, OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
+from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -315,9 +315,6 @@ class ConfluentConsumer(Consumer):
         part = TopicPartition(tp.topic, tp.partition, offset)
         await self._on_fetch_thread(lambda: self.client.seek(part))
 
-    async def seek_to_end(self, tps: Sequence[TP]) -> None:
-        for p in _tps(tps, OFFSET_END):
-            await self._on_fetch_thread(lambda p=p: self.client.seek(p))
 
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]

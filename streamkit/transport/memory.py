@@ -267,9 +267,6 @@ class MemoryConsumer(Consumer):
     async def seek(self, tp: TP, offset: int) -> None:
         self._positions[tp] = offset
 
-    async def seek_to_end(self, tps: Sequence[TP]) -> None:
-        for tp in tps:
-            self._positions[tp] = self.broker.end_offset(tp)
 
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         faults = self.broker.faults
