@@ -142,10 +142,31 @@ class TableManager:
 
     async def _recover(self, generation: int, stores: dict[TP, Store], paused: list[TP],
                        standby: dict[TP, Store]) -> None:
+        by_changelog = {t.changelog.name: t for t in self.tables}
+        # each paused source partition waits for the changelog partitions of its own number only
+        waiting = {tp: {c for c in stores if self._waits_for_recovery(tp, {c: stores[c]})} for tp in paused}
+
+        def partition_done(changelog: TP) -> None:
+            if generation != self._generation:
+                return
+            part = by_changelog[changelog.topic].local.get(changelog.partition)
+            if part is not None:
+                part.ready = True
+            ready = []
+            for tp, needs in list(waiting.items()):
+                needs.discard(changelog)
+                if not needs:
+                    ready.append(tp)
+                    del waiting[tp]
+            if ready and self.runtime.consumer is not None:
+                log.info("table partitions of %s recovered: processing them while others restore",
+                         ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(ready)))
+                self.runtime.consumer.resume(ready)
+
         try:
             if self.app.conf.exactly_once and paused:
                 await self.runtime.wait_stable_offsets(paused)
-            replayed = await replay(self.runtime.driver, stores, self.progress)
+            replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -162,8 +183,9 @@ class TableManager:
         progress.active = False
         log.info("recovered %d changelog records for %d partitions in %.2fs",
                  replayed, len(stores), time.monotonic() - progress.started)
-        if paused and self.runtime.consumer is not None:
-            self.runtime.consumer.resume(paused)
+        left = list(waiting)
+        if left and self.runtime.consumer is not None:
+            self.runtime.consumer.resume(left)
         await self._serve_standby(standby)
 
     async def _serve_standby(self, standby: dict[TP, Store]) -> None:

@@ -10,6 +10,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from ..transport.base import TP, Driver, Message
 from ..transport.reader import read_forever
@@ -53,13 +54,16 @@ def _apply(store: Store, messages: list[Message]) -> None:
 
 
 async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProgress,
-                 report_every: float = 3.0, settle: float = 0.3, idle_limit: float = 3.0) -> int:
+                 on_done: Callable[[TP], None] | None = None, report_every: float = 3.0,
+                 settle: float = 0.3, idle_limit: float = 3.0) -> int:
     """Bring each store up to its changelog's end offset taken now; returns records applied.
 
-    Some brokers (the dev broker) under-report end offsets, so after reaching the reported end
-    the reader keeps going until a fetch returns nothing for ``settle`` seconds. A changelog that
-    ends in transaction markers is done when the consumer's position (which passes the markers)
-    reaches the end; where a client cannot tell, a log quiet for ``idle_limit`` seconds is done.
+    Each partition is done on its own (``on_done(tp)``, so its task can start processing while
+    bigger ones still restore): when its position reached the end offset and it has been quiet
+    for ``settle`` seconds (some brokers, the dev broker, under-report end offsets). A changelog
+    ending in transaction markers is done when the consumer's position (which passes the
+    markers) reaches the end; where a client cannot tell, a partition quiet for ``idle_limit``
+    seconds is done.
     """
     if not stores:
         return 0
@@ -73,31 +77,39 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
         progress.partitions += len(tps)
         await consumer.assign(tps, starts)
         positions = dict(starts)
+        pending = set(tps)
+        started = time.monotonic()
+        last_data = dict.fromkeys(tps, started)  # when each partition last returned records
+        asked = dict.fromkeys(tps, 0.0)  # when its position was last asked (markers)
         applied = 0
-        last_report = time.monotonic()
-        quiet_since: float | None = None
-        while True:
+        last_report = started
+        while pending:
             batches = await consumer.getmany(0.1, 10000)
+            now = time.monotonic()
             for tp, messages in batches.items():
                 if messages:
                     _apply(stores[tp], messages)
                     positions[tp] = messages[-1].offset + 1
                     applied += len(messages)
                     progress.done += len(messages)
-            now = time.monotonic()
+                    last_data[tp] = now
+            for tp in sorted(pending):
+                quiet = now - last_data[tp]
+                if quiet < settle:
+                    continue
+                if positions[tp] < ends[tp] and now - asked[tp] >= settle:
+                    asked[tp] = now  # a log ending in transaction markers: the position passes them
+                    positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
+                if positions[tp] >= ends[tp] or quiet >= idle_limit:
+                    pending.discard(tp)
+                    consumer.pause([tp])
+                    if on_done is not None:
+                        on_done(tp)
             if now - last_report >= report_every:
                 last_report = now
                 _report(progress)
-            if batches:
-                quiet_since = None
-            elif quiet_since is None:
-                quiet_since = now
-                for tp in tps:  # a log ending in transaction markers: the position passes them
-                    if positions[tp] < ends[tp]:
-                        positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
-            elif now - quiet_since >= (settle if all(positions[tp] >= ends[tp] for tp in tps) else idle_limit):
-                return applied
             await asyncio.sleep(0)
+        return applied
     finally:
         await consumer.stop()
 

@@ -267,7 +267,6 @@ class MemoryConsumer(Consumer):
     async def seek(self, tp: TP, offset: int) -> None:
         self._positions[tp] = offset
 
-
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         faults = self.broker.faults
         faults.check_available("commit")
