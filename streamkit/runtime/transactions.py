@@ -45,7 +45,7 @@ class TransactionalProducer(Producer):
         self.dirty: set[Task] = set()
         self._open = asyncio.Event()
         self._in_flight = 0
-        self._warned_orphan = False
+        self.orphans_dropped = 0  # outputs of records whose task this worker gave up (EOS v1)
 
     def task_of(self, tp: TP) -> Task:
         return (self.partition_count(tp.topic), tp.partition) if self.per_partition else WORKER
@@ -122,7 +122,11 @@ class TransactionalProducer(Producer):
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _route(self) -> tuple[Task | None, Producer]:
+    def _route(self) -> tuple[Task | None, Producer | None]:
+        """The unit a send joins; (None, None) drops it: the output of a record whose task this
+        worker gave up (fenced, revoked) while the record was in flight. Its offset is never
+        committed here, so the new owner processes the record again; sending it outside any
+        transaction would make it visible twice."""
         if not self.per_partition:
             return WORKER, self.units[WORKER]
         source = processing.get()
@@ -131,10 +135,11 @@ class TransactionalProducer(Producer):
             producer = self.units.get(task)
             if producer is not None:
                 return task, producer
-            if not self._warned_orphan:
-                self._warned_orphan = True
-                log.warning("a record of %s[%d], no longer owned, sent output outside any transaction",
-                            source.topic, source.partition)
+            if not self.orphans_dropped:
+                log.warning("outputs of records of %s[%d], a task this worker gave up, are dropped: "
+                            "its new owner processes those records again", source.topic, source.partition)
+            self.orphans_dropped += 1
+            return None, None
         assert self.plain is not None
         return None, self.plain
 
@@ -144,6 +149,8 @@ class TransactionalProducer(Producer):
         if not self._open.is_set():
             await self._open.wait()  # a transaction is committing; the next one opens shortly
         task, producer = self._route()
+        if producer is None:
+            return _dropped()
         if task is not None:
             self.dirty.add(task)
         self._in_flight += 1
@@ -158,6 +165,8 @@ class TransactionalProducer(Producer):
         if not self._open.is_set():
             return False
         task, producer = self._route()
+        if producer is None:
+            return True  # dropped (see _route)
         if not producer.try_send(topic, key, value, partition, headers):
             return False
         if task is not None:
@@ -235,6 +244,13 @@ class TransactionalProducer(Producer):
         self.dirty.discard(task)
         await producer.abort_transaction()
         await producer.begin_transaction()
+
+
+def _dropped() -> asyncio.Future:
+    """A delivery that will never happen, reported as done (see TransactionalProducer._route)."""
+    future = asyncio.get_running_loop().create_future()
+    future.set_result((-1, -1))  # (partition, offset) of nothing
+    return future
 
 
 async def _close_quietly(producer: Producer, *, abort: bool) -> None:

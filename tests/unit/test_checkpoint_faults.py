@@ -6,6 +6,7 @@ Faults are injected at the transport interface (``MemoryBroker.faults``): a deli
 fails (seen at the next flush), an offset or transaction commit that fails, an abort that
 fails, an outage during which produced records wait and then time out.
 """
+import asyncio
 import uuid
 
 import pytest
@@ -341,3 +342,41 @@ async def test_an_unwritable_store_halts_the_worker_and_the_changelog_keeps_the_
     else:
         assert all(got[k] >= truth[k] for k in truth), "a table value is under its truth"
         assert set(outputs(again)) == set(range(N))
+
+
+async def test_output_of_a_record_whose_task_was_given_up_is_dropped_not_sent_outside_transactions(tmp_path):
+    """EOS v1: a fenced/revoked task's producer is closed while one of its records is still in the
+    agent; that record's output must go nowhere (its new owner reprocesses it). Sent through the
+    plain producer, it was visible to read_committed readers: a duplicate (Apache Kafka, freeze)."""
+    entered, release = asyncio.Event(), asyncio.Event()
+    paused_on = 7
+
+    async def hold(value):
+        if value == paused_on:
+            entered.set()
+            await release.wait()
+
+    name = f"orphan-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 data_dir=str(tmp_path), processing_guarantee="exactly_once", transaction_producer="partition")
+    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=1)
+    seqs = app.topic("seqs", key_type=str, value_type=int, partitions=1)
+
+    @app.agent(numbers)
+    async def emit(stream):
+        async for event in stream.events():
+            await hold(event.value)
+            await seqs.send_soon(key=event.key, value=event.value)
+            done.append(event.value)
+
+    done: list[int] = []
+    async with app.running():
+        txns = app.runtime.txns
+        await wait_for(lambda: txns.units, 10, message="the task's producer")
+        send_inputs(app, numbers, 0, 10)
+        await wait_for(entered.is_set, 10, message="record 7 in the agent")
+        await txns.close_units(set(txns.units))  # the task given up mid-record
+        release.set()
+        await wait_for(lambda: 9 in done, 10, message="the records after it processed")
+        assert not {7, 8, 9} & set(outputs(app)), "an output of a given-up task was sent outside any transaction"
+        assert txns.orphans_dropped == 3
