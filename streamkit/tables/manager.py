@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import StoreWriteFailed
-from ..transport.base import TP, Producer, delivery_position
+from ..transport.base import TP, Message, Producer, delivery_position
 from .recovery import RecoveryProgress, Tailer, replay
 from .stores import MemoryStore, Store, open_store
 from .table import Table, TablePartition
@@ -31,9 +31,10 @@ class TableManager:
         self.runtime = runtime
         self.app = runtime.app
         self.tables = list(tables)
+        self._by_changelog = {t.changelog.name: t for t in self.tables}
         self.stores: dict[tuple[str, int], Store] = {}
         self.progress = RecoveryProgress()
-        self.tailer = Tailer(runtime.driver)
+        self.tailer = Tailer(runtime.driver, self.check_value, self.bad_changelog_record)
         self._recovering: asyncio.Task | None = None
         self._generation = 0
         self.replayed_total = 0
@@ -51,6 +52,23 @@ class TableManager:
     @property
     def ready(self) -> bool:
         return not self.progress.active
+
+    # -- changelog records nobody can read ------------------------------------------------------
+
+    def check_value(self, tp: TP, raw: bytes) -> BaseException | None:
+        """None if the table of changelog ``tp`` can decode ``raw`` (recovery applies only those)."""
+        table = self._by_changelog.get(tp.topic)
+        if table is None:
+            return None
+        try:
+            table.entries.decode_value(raw)
+        except Exception as exc:
+            return exc
+        return None
+
+    async def bad_changelog_record(self, tp: TP, message: Message, problem: BaseException) -> None:
+        table = self._by_changelog[tp.topic]
+        await self.runtime.errors.handle(f"table {table.name!r} changelog (not applied)", message, problem)
 
     # -- stores ---------------------------------------------------------------------------------
 
@@ -142,14 +160,13 @@ class TableManager:
 
     async def _recover(self, generation: int, stores: dict[TP, Store], paused: list[TP],
                        standby: dict[TP, Store]) -> None:
-        by_changelog = {t.changelog.name: t for t in self.tables}
         # each paused source partition waits for the changelog partitions of its own number only
         waiting = {tp: {c for c in stores if self._waits_for_recovery(tp, {c: stores[c]})} for tp in paused}
 
         def partition_done(changelog: TP) -> None:
             if generation != self._generation:
                 return
-            part = by_changelog[changelog.topic].local.get(changelog.partition)
+            part = self._by_changelog[changelog.topic].local.get(changelog.partition)
             if part is not None:
                 part.ready = True
             ready = []
@@ -166,7 +183,8 @@ class TableManager:
         try:
             if self.app.conf.exactly_once and paused:
                 await self.runtime.wait_stable_offsets(paused)
-            replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done)
+            replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done,
+                                    check=self.check_value, on_bad=self.bad_changelog_record)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -1,7 +1,10 @@
 """Replaying changelogs into stores: active recovery (bounded) and standby/global tailing.
 
-Records are applied as raw bytes (no decoding), one store batch per fetched batch, each batch
-recording the changelog offset it reached, so an interrupted recovery resumes where it stopped.
+Records are applied as raw bytes, one store batch per fetched batch, each batch recording the
+changelog offset it reached, so an interrupted recovery resumes where it stopped. Each value is
+checked first (``Check``): one the table cannot decode (written to the changelog by something
+else) is not applied but handed to the error policy with its table and offset, instead of
+failing later, when some agent reads that key.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from ..transport.base import TP, Driver, Message
 from ..transport.reader import read_forever
@@ -46,15 +49,29 @@ class RecoveryProgress:
                 f"recovery: {self.done}/{self.total} records, {self.rate:,.0f}/s")
 
 
-def _apply(store: Store, messages: list[Message]) -> None:
+# Checks one changelog value: None if the table can read it, else the reason.
+Check = Callable[[TP, bytes], "BaseException | None"]
+# What happens to a record a Check refused (the error policy).
+OnBad = Callable[[TP, Message, BaseException], Awaitable[None]]
+
+
+async def _apply(store: Store, tp: TP, messages: list[Message], check: Check | None, on_bad: OnBad | None) -> None:
     batch: dict[bytes, bytes | None] = {}
     for m in messages:
-        batch[m.key or b""] = m.value
+        value = m.value
+        if value is not None and check is not None:
+            problem = check(tp, value)
+            if problem is not None:
+                if on_bad is not None:
+                    await on_bad(tp, m, problem)
+                continue
+        batch[m.key or b""] = value
     store.apply(batch, messages[-1].offset)
 
 
 async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProgress,
-                 on_done: Callable[[TP], None] | None = None, report_every: float = 3.0,
+                 on_done: Callable[[TP], None] | None = None, check: Check | None = None,
+                 on_bad: OnBad | None = None, report_every: float = 3.0,
                  settle: float = 0.3, idle_limit: float = 3.0) -> int:
     """Bring each store up to its changelog's end offset taken now; returns records applied.
 
@@ -88,7 +105,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
             now = time.monotonic()
             for tp, messages in batches.items():
                 if messages:
-                    _apply(stores[tp], messages)
+                    await _apply(stores[tp], tp, messages, check, on_bad)
                     positions[tp] = messages[-1].offset + 1
                     applied += len(messages)
                     progress.done += len(messages)
@@ -122,20 +139,47 @@ def _report(progress: RecoveryProgress) -> None:
         sys.stderr.flush()
 
 
-class Tailer:
-    """Keeps stores current from their changelogs: standby replicas and global tables."""
+TAILER_BACKOFF = (1.0, 30.0)  # seconds before a failed tailer restarts: first, at most
 
-    def __init__(self, driver: Driver) -> None:
+
+class Tailer:
+    """Keeps stores current from their changelogs: standby replicas and global tables.
+
+    Supervised: if it fails (a store that cannot be written, a client error), the failure is
+    logged with its cause, counted (``failures``, in /metrics) and the tailer restarts from the
+    stores' offsets after a growing pause; a dead tailer would leave a GlobalTable silently stale.
+    """
+
+    def __init__(self, driver: Driver, check: Check | None = None, on_bad: OnBad | None = None) -> None:
         self.driver = driver
+        self.check = check
+        self.on_bad = on_bad
         self.stores: dict[TP, Store] = {}
         self.applied = 0
+        self.failures = 0
+        self.last_error: BaseException | None = None
         self._task: asyncio.Task | None = None
 
     async def restart(self, stores: dict[TP, Store]) -> None:
         await self.stop()
         self.stores = dict(stores)
         if self.stores:
-            self._task = asyncio.create_task(self._run(), name="streamkit-changelog-tailer")
+            self._task = asyncio.create_task(self._supervise(), name="streamkit-changelog-tailer")
+
+    async def _supervise(self) -> None:
+        pause = TAILER_BACKOFF[0]
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.failures += 1
+                self.last_error = exc
+                log.error("changelog tailer (standbys, global tables) failed; restarting in %.0fs: %r",
+                          pause, exc, exc_info=exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, TAILER_BACKOFF[1])
 
     async def _run(self) -> None:
         consumer = self.driver.consumer(None)
@@ -147,10 +191,10 @@ class Tailer:
         finally:
             await consumer.stop()
 
-    def _on_records(self, tp: TP, messages: list[Message]) -> None:
+    async def _on_records(self, tp: TP, messages: list[Message]) -> None:
         store = self.stores.get(tp)
         if store is not None:
-            _apply(store, messages)
+            await _apply(store, tp, messages, self.check, self.on_bad)
             self.applied += len(messages)
 
     async def stop(self) -> None:

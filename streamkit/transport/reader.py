@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+import inspect
+from typing import Any, Callable
 
 from .base import TP, Consumer, Message
 
 log = logging.getLogger("streamkit.reader")
 
 
-async def read_forever(consumer: Consumer, handle: Callable[[TP, list[Message]], None], *, name: str,
+async def read_forever(consumer: Consumer, handle: Callable[[TP, list[Message]], Any], *, name: str,
                        timeout: float = 0.2, max_records: int = 10000) -> None:
-    """Hand every non-empty fetched batch to ``handle`` until cancelled; fetch errors are
-    logged and retried after a second (a broker restart must not end the loop)."""
+    """Hand every non-empty fetched batch to ``handle`` (sync or async) until cancelled; fetch
+    errors are logged and retried after a second (a broker restart must not end the loop); an
+    error of ``handle`` ends it (the caller supervises)."""
     while True:
         try:
             batches = await consumer.getmany(timeout, max_records)
@@ -25,7 +27,9 @@ async def read_forever(consumer: Consumer, handle: Callable[[TP, list[Message]],
             continue
         for tp, messages in batches.items():
             if messages:
-                handle(tp, messages)
+                result = handle(tp, messages)
+                if inspect.isawaitable(result):
+                    await result
 
 
 class Reader:

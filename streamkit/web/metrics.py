@@ -47,6 +47,11 @@ class _RuntimeCollector:
             active = GaugeMetricFamily("streamkit_recovery_active", "1 while tables recover", labels=["app"])
             active.add_metric([app_id], 1 if progress.active else 0)
             yield active
+            tailer = CounterMetricFamily("streamkit_changelog_tailer_failures",
+                                         "Restarts of the standby/global-table changelog tailer after a failure",
+                                         labels=["app"])
+            tailer.add_metric([app_id], tables.tailer.failures)
+            yield tailer
         watch = runtime.broker_watch
         if watch is not None:
             up = GaugeMetricFamily("streamkit_broker_reachable", "0 while the broker is unreachable", labels=["app"])
