@@ -96,22 +96,15 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
     except orjson.JSONDecodeError as exc:
         raise click.ClickException(f"--value is not JSON: {exc}") from None
 
+    topic = app.agents[target].topic if target in app.agents else (app.topics.get(target) or app.topic(target))
+    obj = _typed_value(topic, decoded)  # checked before anything connects
+
     async def go() -> tuple[int, int]:
-        if target in app.agents:
-            topic = app.agents[target].topic
-        else:
-            topic = app.topics.get(target) or app.topic(target)
         try:
             await app.ensure_topics()  # bounded retry, clear error when unreachable
         except BaseException:
             await app.stop()
             raise
-        if topic.value_type is not None and isinstance(decoded, dict) and hasattr(topic.value_type, "__dataclass_fields__"):
-            from ..models.convert import build_model
-
-            obj: Any = build_model(topic.value_type, decoded)
-        else:
-            obj = decoded
         try:
             return await topic.send_and_wait(key=key, value=obj, partition=partition)
         finally:
@@ -119,6 +112,17 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
 
     part, offset = run(go())
     click.echo(f"sent to {target} partition {part} offset {offset}")
+
+
+def _typed_value(topic: Any, decoded: Any) -> Any:
+    """``--value`` built into the topic's value type; a value that does not fit is a one-line error."""
+    if topic.value_type is None or topic.value_codec.name not in ("json", "pydantic"):
+        return decoded
+    try:
+        return topic.value_codec.decode(orjson.dumps(decoded))
+    except Exception as exc:
+        name = getattr(topic.value_type, "__name__", str(topic.value_type))
+        raise click.ClickException(f"--value does not fit {name}, the value type of {topic.name!r}: {exc}") from None
 
 
 @cli.command()
@@ -230,6 +234,9 @@ def topics_create(name: str, partitions: int, replicas: int, configs: tuple[str,
     from ..transport import TopicSpec
 
     drv, address = _admin_driver(app_spec, broker, driver)
+    malformed = [c for c in configs if "=" not in c or not c.split("=", 1)[0]]
+    if malformed:
+        raise click.ClickException(f"--config takes key=value (e.g. retention.ms=86400000), got {malformed[0]!r}")
     config = dict(c.split("=", 1) for c in configs)
     spec = TopicSpec(name, partitions, replicas, config)
     run(ensure_topics(drv, address, [spec], {name: partitions}, 15.0))

@@ -1,0 +1,80 @@
+"""Error paths users meet: one clear line naming the fix, never a traceback."""
+from __future__ import annotations
+
+import sys
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+import streamkit as sk
+from streamkit.cli.main import cli
+from streamkit.runtime.runner import serve
+from streamkit.transport.memory import MemoryBroker
+
+APP_MODULE = '''
+import streamkit as sk
+
+class Order(sk.Record):
+    id: str
+    amount: float
+
+app = sk.App("cli-errors", broker="kafka://127.0.0.1:1", broker_connect_timeout=1.0)
+orders = app.topic("orders", value_type=Order)
+'''
+
+
+@pytest.fixture
+def app_module(tmp_path, monkeypatch):
+    name = f"cli_errors_{uuid.uuid4().hex[:6]}"
+    (tmp_path / f"{name}.py").write_text(APP_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield f"{name}:app"
+    sys.modules.pop(name, None)
+
+
+def invoke(*args):
+    result = CliRunner().invoke(cli, list(args))
+    assert result.exit_code != 0, result.output
+    assert isinstance(result.exception, SystemExit), f"not a clean exit: {result.exception!r}"  # a crash is kept here
+    return result.output.strip()
+
+
+@pytest.mark.parametrize("value, expected", [
+    ('{"id": 1, "amount": 2}', "--value does not fit Order, the value type of 'orders': Order.id: expected string"),
+    ('{"id": "1", "amount": "x"}', "Order.amount: expected float, got str 'x'"),
+    ("not json", "--value is not JSON"),
+])
+def test_send_refuses_a_value_before_connecting(app_module, value, expected):
+    out = invoke("send", "-A", app_module, "orders", "--value", value)
+    assert expected in out and "cannot reach" not in out, out
+
+
+def test_topics_create_with_a_malformed_config_pair(app_module):
+    out = invoke("topics", "create", "x", "--config", "retention.ms", "-A", app_module)
+    assert out.endswith("--config takes key=value (e.g. retention.ms=86400000), got 'retention.ms'"), out
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("no_such_module_xyz:app", "cannot import 'no_such_module_xyz'"),
+    ("streamkit:nothing_here", "is not a streamkit App"),
+])
+def test_a_bad_app_spec(spec, expected):
+    assert expected in invoke("agents", "-A", spec)
+
+
+async def test_an_existing_topic_with_another_partition_count_stops_the_worker_in_one_line(tmp_path, capsys):
+    name = f"mismatch-{uuid.uuid4().hex[:6]}"
+    MemoryBroker.named(name).create_topic("orders", 2)  # already there, made by someone else
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, data_dir=str(tmp_path))
+    orders = app.topic("orders", partitions=3)
+
+    @app.agent(orders)
+    async def handle(stream):
+        async for _ in stream:
+            pass
+
+    assert await serve(app) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("streamkit: topic 'orders' exists with 2 partitions but is declared with 3; "
+                   "change the declaration or recreate the topic"), err
