@@ -28,6 +28,20 @@ def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "requires(capability): skip unless the broker has this capability")
 
 
+def pytest_report_collectionfinish(config: Any, items: list[Any]) -> str | None:
+    """At the start of the run: which capabilities the collected tests need, and how many each."""
+    needed: dict[str, int] = {}
+    for item in items:
+        for marker in item.iter_markers("requires"):
+            for name in marker.args:
+                needed[name] = needed.get(name, 0) + 1
+    if not needed:
+        return None
+    where = os.environ.get("STREAMKIT_TEST_BROKER") or "the dev broker"
+    listed = ", ".join(f"{name} ({count} test(s))" for name, count in sorted(needed.items()))
+    return f"broker capabilities needed on {where}: {listed}; each is probed once, answers at the end"
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if not _PROBED:
         return
