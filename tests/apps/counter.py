@@ -12,7 +12,7 @@ app = sk.App(os.environ.get("COUNTER_APP_ID", "counter"), commit_interval=0.5,
              session_timeout_ms=6000, heartbeat_interval_ms=1000)
 partitions = int(os.environ.get("COUNTER_PARTITIONS", "4"))
 source = app.topic(os.environ.get("COUNTER_IN", "counter-in"), key_type=str, value_type=int, partitions=partitions)
-counts = app.Table("counts", default=int, partitions=partitions)
+counts = app.Table("counts", default=int)
 released = asyncio.Event()
 
 

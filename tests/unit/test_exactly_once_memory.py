@@ -20,7 +20,7 @@ def build(name, tmp_path, mode, tag="a", **settings):
                  transaction_producer=mode, **{"commit_interval": 0.05, **settings})
     numbers = app.topic("numbers", key_type=str, value_type=int, partitions=PARTITIONS)
     seqs = app.topic("seqs", key_type=str, value_type=int, partitions=PARTITIONS)
-    sums = app.Table("sums", default=int, partitions=PARTITIONS)
+    sums = app.Table("sums", default=int)
     processed = []
 
     @app.agent(numbers)

@@ -13,7 +13,7 @@ def build(tmp_path):
     amounts = app.topic("amounts", key_type=str, value_type=int, partitions=2)
     totals_out = app.topic("totals", key_type=str, value_type=int, partitions=2)
     evens = app.topic("evens", key_type=str, value_type=int, partitions=2)
-    totals = app.Table("totals", default=int, partitions=2)
+    totals = app.Table("totals", default=int)
 
     @app.fold(amounts, table=totals, sink=[totals_out])
     def running_total(total, amount):
@@ -52,7 +52,7 @@ async def test_a_fold_that_returns_a_bare_value_goes_to_the_error_policy(tmp_pat
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path), commit_interval=0.05, agent_retries=0)
     source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    table = app.Table("t", default=int, partitions=1)
+    table = app.Table("t", default=int)
 
     @app.fold(source, table=table)
     def broken(state, value):

@@ -17,7 +17,7 @@ def build(name, tmp_path, tag="a", store="memory://", **settings):
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store=store,
                  data_dir=str(tmp_path / tag), **{"commit_interval": 0.05, **settings})
     words = app.topic("words", key_type=str, value_type=str, partitions=4)
-    counts = app.Table("counts", default=int, partitions=4)
+    counts = app.Table("counts", default=int)
     seen = []
 
     @app.agent(words)
@@ -87,7 +87,7 @@ async def test_writing_a_key_of_another_partition_is_a_clear_error(tmp_path):
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  commit_interval=0.05, agent_retries=0)
     orders = app.topic("orders", key_type=str, value_type=dict, partitions=4)
-    totals = app.Table("totals", default=float, partitions=4)
+    totals = app.Table("totals", default=float)
 
     @app.agent(orders)
     async def total(stream):

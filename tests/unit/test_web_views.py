@@ -17,7 +17,7 @@ def build(tmp_path, **settings):
     app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", data_dir=str(tmp_path),
                  commit_interval=0.05, web_port=port, **settings)
     src = app.topic("scores", key_type=int, value_type=int, partitions=2)
-    scores = app.Table("scores", key_type=int, default=int, partitions=2)
+    scores = app.Table("scores", key_type=int, default=int)
 
     @app.agent(src)
     async def keep(stream):
@@ -96,7 +96,7 @@ async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
     again = sk.App(app.id, broker=app.conf.broker, driver="memory", store="memory://", data_dir=str(tmp_path),
                    web_port=app.conf.web_port, commit_interval=0.05)
     source = again.topic("scores", key_type=int, value_type=int, partitions=2)
-    table = again.Table("scores", key_type=int, default=int, partitions=2)
+    table = again.Table("scores", key_type=int, default=int)
 
     @again.agent(source)
     async def keep(stream):
@@ -140,7 +140,7 @@ async def test_queries_are_forwarded_to_the_owners_advertised_url(tmp_path):
     b = sk.App(a.id, broker=a.conf.broker, driver="memory", store="memory://", data_dir=str(tmp_path / "b"),
                commit_interval=0.05, web_port=port_b, web_advertised_url=f"http://localhost:{port_b}")
     source_b = b.topic("scores", key_type=int, value_type=int, partitions=2)
-    table_b = b.Table("scores", key_type=int, default=int, partitions=2)
+    table_b = b.Table("scores", key_type=int, default=int)
 
     @b.agent(source_b)
     async def keep(stream):
