@@ -310,9 +310,6 @@ class App:
         self.web = web
         runtime = self.runtime
         runtime.checkpoint.observers.append(web.metrics.commit_seconds.observe)
-        if runtime.tables is not None:
-            runtime.tables.on_serving.append(web.cluster.publish)
-            await runtime.tables.announce()
 
     async def stop(self) -> None:
         """Graceful stop: finish in-flight records, commit, flush, leave the group."""

@@ -19,6 +19,7 @@ from ..transport.base import is_retriable
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
+from .membership import Membership
 from .router import Router
 from ..topology import Topology, build_topology
 
@@ -58,6 +59,7 @@ class Runtime(Service):
         self._pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
         self.tables: Any = None  # the TableManager, when the app has tables
         self.topology: Topology | None = None  # frozen at start, before the first subscribe
+        self.membership: Membership | None = None  # claims on <app-id>-__cluster (tables or web)
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
@@ -125,11 +127,19 @@ class Runtime(Service):
                                                     rewind=self._rewind, fenced=self._fenced)
         else:
             self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self._rewind)
+        if self.app.tables or self.conf.web_enabled:
+            conf = self.conf
+            url = (conf.web_advertised_url or f"http://{conf.web_host}:{conf.web_port}") if conf.web_enabled else None
+            self.membership = Membership(self.driver, self.app.cluster_topic.name, self._send_claim, url=url)
+            await self.membership.start()
         if self.app.tables:
             from ..tables.manager import TableManager
 
             self.tables = TableManager(self, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
+            self.tables.membership = self.membership
+            self.tables.on_serving.append(self.membership.publish)
+            self.membership.on_change.append(self.tables.membership_changed)
             await self.tables.start()
         gc_tuning.acquire(self.conf.gc_young_threshold)
         self._gc_tuned = True
@@ -138,6 +148,9 @@ class Runtime(Service):
         self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
+
+    async def _send_claim(self, topic: str, key: bytes, value: bytes) -> None:
+        await self.app.send_raw(topic, key, value, partition=0)
 
     async def _agents_started(self) -> None:
         """Wait (bounded) until every agent's streams asked for their first record: by then their
@@ -358,6 +371,8 @@ class Runtime(Service):
             await self.release(sorted(self.assigned), bound)
         for agent in self.app.agents.values():
             await agent.stop()
+        if self.membership is not None:  # its "left" claim goes out with the final checkpoint
+            await _bounded(self.membership.stop(), "leaving the membership", bound)
         if self.tables is not None and self.checkpoint is not None:
             # flush what agents wrote while stopping
             await _bounded(self.checkpoint.commit(), "final checkpoint (records will be processed again)", bound)

@@ -32,6 +32,8 @@ class TableManager:
         self.app = runtime.app
         self.tables = list(tables)
         self._by_changelog = {t.changelog.name: t for t in self.tables}
+        self._by_name = {t.name: t for t in self.tables}
+        self.membership: Any = None  # runtime/membership.Membership: standby placement
         self.stores: dict[tuple[str, int], Store] = {}
         self.progress = RecoveryProgress()
         self.tailer = Tailer(runtime.driver, self.check_value, self.bad_changelog_record)
@@ -121,24 +123,19 @@ class TableManager:
         self._generation += 1
         generation = self._generation
         to_recover: dict[TP, Store] = {}
-        standby: dict[TP, Store] = {}
         for table in self.tables:
             owned = self.owned_numbers(table, assigned)
             for number in list(table.local):
                 if number not in owned:
                     del table.local[number]
                     if not self.app.conf.table_standby_replicas:
-                        self._close(table, number)
+                        self._close(table, number)  # with standbys, _retail decides
             for number in owned:
                 part = table.local.get(number)
                 if part is None or not part.ready:
                     store = self._store(table, number)
                     table.local[number] = TablePartition(number, store)
                     to_recover[TP(table.changelog.name, number)] = store
-            if self.app.conf.table_standby_replicas and not table.is_global:
-                for number in range(table.partitions):
-                    if number not in owned:
-                        standby[TP(table.changelog.name, number)] = self._store(table, number)
         paused = [tp for tp in assigned if self._waits_for_recovery(tp, to_recover)]
         if paused and self.runtime.consumer is not None:
             self.runtime.consumer.pause(paused)
@@ -149,17 +146,16 @@ class TableManager:
             self._recovering.cancel()
             await asyncio.gather(self._recovering, return_exceptions=True)
         if to_recover:
-            self._recovering = asyncio.create_task(self._recover(generation, to_recover, paused, standby))
+            self._recovering = asyncio.create_task(self._recover(generation, to_recover, paused))
         else:
-            await self._serve_standby(standby)
+            await self._serve_standby()
         return paused
 
     def _waits_for_recovery(self, tp: TP, to_recover: dict[TP, Store]) -> bool:
         count = self._partition_count(tp.topic)
         return any(c.partition == tp.partition and self._partition_count(c.topic) == count for c in to_recover)
 
-    async def _recover(self, generation: int, stores: dict[TP, Store], paused: list[TP],
-                       standby: dict[TP, Store]) -> None:
+    async def _recover(self, generation: int, stores: dict[TP, Store], paused: list[TP]) -> None:
         # each paused source partition waits for the changelog partitions of its own number only
         waiting = {tp: {c for c in stores if self._waits_for_recovery(tp, {c: stores[c]})} for tp in paused}
 
@@ -204,19 +200,54 @@ class TableManager:
         left = list(waiting)
         if left and self.runtime.consumer is not None:
             self.runtime.consumer.resume(left)
-        await self._serve_standby(standby)
+        await self._serve_standby()
 
-    async def _serve_standby(self, standby: dict[TP, Store]) -> None:
+    async def _serve_standby(self) -> None:
         for table in self.tables:
             for part in table.local.values():
                 part.ready = True
         await self.announce()
-        tail = dict(standby)
+        await self._retail(force=True)
+
+    def _standby_stores(self) -> dict[TP, Store]:
+        """The partitions this worker keeps warm: with ``table_standby_replicas=N``, those for which
+        it is one of the N standbys membership places (runtime/membership.py)."""
+        count = self.app.conf.table_standby_replicas
+        out: dict[TP, Store] = {}
+        if not count:
+            return out
+        membership = self.membership
+        for table in self.tables:
+            if table.is_global:
+                continue
+            for number in range(table.partitions):
+                if number in table.local:
+                    continue
+                if membership is not None and membership.member_id not in membership.standbys(table.name, number, count):
+                    continue
+                out[TP(table.changelog.name, number)] = self._store(table, number)
+        return out
+
+    async def _retail(self, *, force: bool = False) -> None:
+        """Tail the standby and global-table partitions; close stores this worker no longer keeps."""
+        tail = self._standby_stores()
         for table in self.tables:
             if table.is_global:
                 for number, part in table.local.items():
                     tail[TP(table.changelog.name, number)] = part.store
-        await self.tailer.restart(tail)
+        keep = {(t.name, n) for t in self.tables for n in t.local}
+        keep |= {(self._by_changelog[tp.topic].name, tp.partition) for tp in tail}
+        for name, number in [k for k in self.stores if k not in keep]:
+            self._close(self._by_name[name], number)
+        if force or set(tail) != set(self.tailer.stores):
+            await self.tailer.restart(tail)
+
+    async def membership_changed(self) -> None:
+        """Members came or went: standby placement may have moved (not during a recovery: its
+        end re-places them anyway)."""
+        if self._recovering is not None and not self._recovering.done():
+            return
+        await self._retail()
 
     async def stop(self) -> None:
         await self.tailer.stop()

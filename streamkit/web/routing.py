@@ -66,9 +66,9 @@ async def route_key(app: "App", table: Any, key: Any, request: web.Request) -> w
                                              partition=number)
     if request.headers.get(FORWARDED):
         return error(503, f"partition {number} of {table.name!r} is moving between workers", partition=number)
-    cluster = app.web.cluster if app.web is not None else None
-    owner = cluster.owner(table.name, number) if cluster is not None else None
-    if owner is None or owner == (cluster.url if cluster else None):
+    membership = app.runtime.membership if app.runtime is not None else None
+    owner = membership.owner(table.name, number) if membership is not None else None
+    if owner is None or owner == (membership.url if membership else None):
         return error(503, f"no worker serves partition {number} of {table.name!r} yet", partition=number)
     return await forward(app, request, owner)
 

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..models.record import dumps
-from .cluster import Cluster
 from .metrics import Metrics
 from .routing import decode_url_key, error, route_key
 
@@ -39,7 +38,6 @@ class WebServer:
         self.app = app
         conf = app.conf
         self.url = conf.web_advertised_url or f"http://{conf.web_host}:{conf.web_port}"
-        self.cluster = Cluster(app, self.url)
         self.metrics = Metrics(app)
         self._runner: web.AppRunner | None = None
         self.helper = Web()
@@ -85,11 +83,9 @@ class WebServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.app.conf.web_host, self.app.conf.web_port)
         await site.start()
-        await self.cluster.start()
         log.info("web server on %s", self.url)
 
     async def stop(self) -> None:
-        await self.cluster.stop()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -1,5 +1,6 @@
 """Web views inside a worker (memory driver): status codes, readiness, metrics, auth."""
 import asyncio
+import time
 import uuid
 
 import aiohttp
@@ -156,12 +157,12 @@ async def test_queries_are_forwarded_to_the_owners_advertised_url(tmp_path):
             await src.send(key=key, value=key * 10)
         await wait_for(lambda: a.runtime.router.records_in + b.runtime.router.records_in == 20, 10)
         [owned_by_b] = scores_of(b)
-        await wait_for(lambda: a.web.cluster.owner("scores", owned_by_b) == f"http://localhost:{port_b}", 10,
+        await wait_for(lambda: a.runtime.membership.owner("scores", owned_by_b) == f"http://localhost:{port_b}", 10,
                        message="b's claim, with its advertised URL, reached a")
         key = next(k for k in range(20) if table_b.partition_of(table_b.key_codec.encode(k)) == owned_by_b)
         status, body = await get(session, f"{base_a}/tables/scores/{key}")
         assert (status, body) == (200, {"key": key, "value": key * 10})
         dead = f"http://127.0.0.1:{free_port()}"
-        a.web.cluster.claims[("scores", owned_by_b)] = dead  # as if b had advertised a wrong URL
+        a.runtime.membership.claims[("scores", owned_by_b)] = (time.time(), dead)  # as if b advertised a wrong URL
         status, body = await get(session, f"{base_a}/tables/scores/{key}")
         assert status == 503 and dead in body["error"], body
