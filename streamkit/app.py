@@ -41,7 +41,6 @@ class App:
         self._driver: Driver | None = None
         self._client_producer: Producer | None = None
         self._producer_lock: asyncio.Lock | None = None
-        self.dlq_topic_name = self.conf.dlq_topic or f"{id}-dlq"
         self.leader_topic = Topic(self, f"{id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{id}-replies", partitions=1, internal=True)
         self.cluster_topic = Topic(self, f"{id}-__cluster", partitions=1, internal=True,
@@ -49,6 +48,10 @@ class App:
         self.web: Any = None
         self.spark_spec: str | None = None  # module:attribute for Spark tasks (found when unset)
         self._spark: Any = None
+
+    @property
+    def dlq_topic_name(self) -> str:
+        return self.conf.dlq_topic or f"{self.id}-dlq"
 
     def __repr__(self) -> str:
         return f"<App {self.id!r} broker={self.conf.broker} driver={self.conf.driver}>"
@@ -282,6 +285,7 @@ class App:
 
         if self.runtime is not None:
             raise RuntimeError("app is already running")
+        self.conf.freeze()
         self.runtime = Runtime(self)
         try:
             await self.runtime.start()
@@ -289,6 +293,7 @@ class App:
             runtime, self.runtime = self.runtime, None
             with contextlib.suppress(Exception):
                 await runtime.stop()
+            self.conf.freeze(False)
             raise
         if self.conf.web_enabled:
             await self._start_web()
@@ -324,6 +329,7 @@ class App:
             runtime, self.runtime = self.runtime, None
             await runtime.stop()
             self._last_runtime = runtime
+            self.conf.freeze(False)
         if self._client_producer is not None:
             producer, self._client_producer = self._client_producer, None
             await producer.flush()

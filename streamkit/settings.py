@@ -6,6 +6,7 @@ so the same app module runs unchanged against a laptop broker, CI's dev broker a
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
@@ -24,7 +25,10 @@ class Settings:
     """Everything a worker can be tuned by. Defaults are safe for production."""
 
     broker: str = "kafka://127.0.0.1:9092"
-    """Bootstrap servers: ``kafka://host:port[,host:port]`` or plain ``host:port``."""
+    """Bootstrap servers, in any of Faust's forms: ``kafka://host:port``, several separated by
+    ``,`` or ``;`` (or a list), plain ``host:port``; a missing port is 9092 and a missing host
+    (``aiokafka://``) is localhost. ``confluent://`` also selects the confluent driver unless
+    ``driver`` is set."""
     driver: str = "aiokafka"
     """Kafka client: ``aiokafka`` (default), ``confluent`` (librdkafka, faster) or ``memory``."""
     processing_guarantee: str = "at_least_once"
@@ -118,7 +122,34 @@ class Settings:
     """Extra driver-native producer settings, passed through unchanged."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.broker, (list, tuple)):
+            object.__setattr__(self, "broker", ",".join(self.broker))
         self.validate()
+        object.__setattr__(self, "_ready", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``app.conf.x = v``: a typo is refused like an unknown ``App(x=...)``; a known setting is
+        validated at once; once a worker started (``freeze``) nothing changes under it."""
+        if not self.__dict__.get("_ready"):  # the dataclass __init__ filling the fields
+            object.__setattr__(self, name, value)
+            return
+        if name not in _FIELD_NAMES:
+            raise ConfigurationError(f"unknown setting {name!r}{_did_you_mean(name)}")
+        if self.__dict__.get("_frozen"):
+            raise ConfigurationError(f"cannot change {name!r}: the worker has started with these settings; "
+                                     "set it before app.start() (in App(...), app.conf or STREAMKIT_*)")
+        old = self.__dict__[name]
+        object.__setattr__(self, name, value)
+        try:
+            self.validate()
+        except ConfigurationError:
+            object.__setattr__(self, name, old)
+            raise
+
+    def freeze(self, frozen: bool = True) -> None:
+        """Called when a worker starts (and with False when it stopped): meanwhile every part of
+        it reads these values, so none may change."""
+        object.__setattr__(self, "_frozen", frozen)
 
     def validate(self) -> None:
         """Reject values that would only fail later, far from where they were set."""
@@ -171,14 +202,8 @@ class Settings:
 
     @property
     def bootstrap_servers(self) -> str:
-        """The broker URL without its scheme, as both Kafka clients expect it."""
-        servers = []
-        for part in self.broker.split(","):
-            part = part.strip()
-            if "://" in part:
-                part = part.split("://", 1)[1]
-            servers.append(part.rstrip("/"))
-        return ",".join(servers)
+        """``host:port[,host:port]`` as both Kafka clients expect it (Faust's URL forms accepted)."""
+        return ",".join(_server(part) for part in self.broker.replace(";", ",").split(",") if part.strip())
 
     @property
     def effective_security_protocol(self) -> str:
@@ -196,12 +221,38 @@ class Settings:
         hints = get_type_hints(cls)
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
-            raise ConfigurationError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+            raise ConfigurationError("unknown setting(s): " + ", ".join(f"{name!r}{_did_you_mean(name)}"
+                                                                      for name in sorted(unknown)))
+        broker = values.get("broker", "")
+        broker = ",".join(broker) if isinstance(broker, (list, tuple)) else broker
+        if ("driver" not in values and "STREAMKIT_DRIVER" not in environ
+                and broker.strip().lower().startswith("confluent://")):
+            values["driver"] = "confluent"  # Faust: the URL scheme picks the transport
         for f in dataclasses.fields(cls):
             raw = environ.get(f"STREAMKIT_{f.name.upper()}")
             if raw is not None:
                 values[f.name] = _parse(f.name, hints[f.name], raw)
         return cls(**values)
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(_FIELD_NAMES), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _server(part: str) -> str:
+    """One Faust broker URL (``kafka://h:p``, ``aiokafka://``, ``h``, ``h:p``) as ``host:port``."""
+    scheme, _, rest = part.strip().rpartition("://")
+    rest = rest.strip("/")
+    if scheme == "memory":  # the in-process broker's name, not an address
+        return rest
+    if rest.startswith("[") and rest.endswith("]"):  # an IPv6 literal without a port
+        return f"{rest}:9092"
+    host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
+    return f"{host or 'localhost'}:{port or 9092}"
 
 
 def _parse(name: str, hint: Any, raw: str) -> Any:

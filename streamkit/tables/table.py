@@ -76,7 +76,7 @@ class Table:
         # created or read; until then ``partitions`` is provisional and no changelog is created.
         self.partitions = partitions or app.conf.topic_partitions
         self.resolved = self.is_global
-        self.store_url = store or app.conf.store
+        self._store = store
         self.help = help
         self.key_codec = codec_for(key_type, key=True)
         # Without a value_type, values keep their Python type (set stays set): values.py.
@@ -87,6 +87,11 @@ class Table:
             config={"cleanup.policy": "compact"}, key_serializer="raw", value_serializer="raw",
         )
         self.local: dict[int, TablePartition] = {}  # partitions this worker serves
+
+    @property
+    def store_url(self) -> str:
+        """The table's ``store=``, else ``app.conf.store`` as it is when the worker starts."""
+        return self._store or self.app.conf.store
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} partitions={self.partitions} store={self.store_url}>"
