@@ -335,6 +335,12 @@ class App:
             await producer.flush()
             await producer.stop()
 
+    def main(self, argv: list[str] | None = None) -> None:
+        """``if __name__ == "__main__": app.main()`` then ``python app.py worker``, as in Faust."""
+        from .cli.main import run_app_main
+
+        run_app_main(self, argv)
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator["App"]:
         """``async with app.running():`` — a worker for the duration of the block."""

@@ -45,8 +45,35 @@ def setup_logging(level: str) -> None:
 
 @click.group()
 @click.version_option(__version__, prog_name="streamkit")
-def cli() -> None:
+@click.option("-A", "--app", "app_spec", default=None,
+              help="The app, as module:attribute (here, as Faust takes it, or after the command).")
+@click.pass_context
+def cli(ctx: click.Context, app_spec: str | None) -> None:
     """Stream processing on Kafka."""
+    if app_spec is not None:  # `streamkit -A app worker`: every command's -A defaults to it
+        ctx.default_map = _app_defaults(ctx.command, app_spec)
+
+
+def _app_defaults(group: click.Group, app_spec: str) -> dict[str, Any]:
+    """A click default_map giving ``app_spec`` to every (sub)command with an -A option."""
+    defaults: dict[str, Any] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            defaults[name] = _app_defaults(command, app_spec)
+        elif any(p.name == "app_spec" for p in command.params):
+            defaults[name] = {"app_spec": app_spec}
+    return defaults
+
+
+def run_app_main(app: Any, argv: list[str] | None = None) -> None:
+    """``app.main()``: the CLI with this app preselected, as ``python app.py worker`` in Faust."""
+    owner = sys.modules.get("__main__")  # the script run as ``python app.py``
+    names = [k for k, v in vars(owner).items() if v is app] if owner is not None else []
+    if not names:
+        raise click.ClickException("app.main() needs the app as a module-level variable of the script it runs")
+    spec = f"__main__:{names[0]}"
+    cli.main(args=argv if argv is not None else sys.argv[1:], prog_name=os.path.basename(sys.argv[0]),
+             default_map=_app_defaults(cli, spec))
 
 
 @cli.command()

@@ -78,3 +78,34 @@ async def test_an_existing_topic_with_another_partition_count_stops_the_worker_i
     err = capsys.readouterr().err.strip()
     assert err == ("streamkit: topic 'orders' exists with 2 partitions but is declared with 3; "
                    "change the declaration or recreate the topic"), err
+
+
+MAIN_SCRIPT = '''
+import streamkit as sk
+
+app = sk.App("mainapp", broker="memory://mainapp", driver="memory")
+words = app.topic("words")
+
+
+@app.agent(words)
+async def shout(stream):
+    async for word in stream:
+        print(word)
+
+
+if __name__ == "__main__":
+    app.main()
+'''
+
+
+def test_faust_command_forms_python_app_py_and_dash_a_first(tmp_path):
+    """``python app.py agents`` through ``app.main()`` and ``streamkit -A app agents`` (Faust's order)."""
+    import subprocess
+
+    (tmp_path / "mainapp.py").write_text(MAIN_SCRIPT)
+    for argv in ([sys.executable, "mainapp.py", "agents"],
+                 [sys.executable, "-m", "streamkit", "-A", "mainapp:app", "agents"],
+                 [sys.executable, "-m", "streamkit", "agents", "-A", "mainapp:app"]):
+        out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (argv, out.stderr)
+        assert out.stdout.startswith("shout\ttopic=words"), (argv, out.stdout)
