@@ -132,3 +132,22 @@ def test_typed_records_encode_to_the_same_json_as_the_generic_path():
 
     with pytest.raises(TypeError, match="object"):  # orjson names the type, as before
         codec_for(Odd).encode(Odd(object()))
+
+
+def test_faust_record_class_options_are_honoured_or_refused_with_the_reason():
+    class Order(sk.Record, serializer="json", isodates=True, coerce=True, validation=True, include_metadata=False):
+        id: str
+
+    assert Order.loads(b'{"id": "a"}') == Order("a")
+    refusals = {
+        "serializer": ("avro", "Records are JSON"),
+        "namespace": ("shop.Order", "blessed key"),
+        "validation": (False, "always validates"),
+        "include_metadata": (True, "include_metadata=False"),
+        "polymorphic_fields": (True, "not supported"),
+        "frozn": (True, "unknown class option"),
+    }
+    for option, (value, reason) in refusals.items():
+        with pytest.raises(TypeError, match=reason) as caught:
+            type("Bad", (sk.Record,), {"__annotations__": {"id": str}}, **{option: value})
+        assert "Bad(Record" in str(caught.value)
