@@ -282,11 +282,12 @@ class App:
     async def start(self) -> None:
         """Start a worker in this process (the CLI's ``worker`` command calls this)."""
         from .runtime.worker import Runtime
+        from .tables.manager import TableManager
 
         if self.runtime is not None:
             raise RuntimeError("app is already running")
         self.conf.freeze()
-        self.runtime = Runtime(self)
+        self.runtime = Runtime(self, table_manager=TableManager)
         try:
             await self.runtime.start()
         except BaseException:
@@ -334,6 +335,13 @@ class App:
             producer, self._client_producer = self._client_producer, None
             await producer.flush()
             await producer.stop()
+
+    async def plan_topology(self) -> Any:
+        """The Topology a worker of this app would freeze, without a broker (runtime/planning.py)."""
+        from .runtime.planning import plan_topology
+        from .tables.manager import TableManager
+
+        return await plan_topology(self, TableManager)
 
     def main(self, argv: list[str] | None = None) -> None:
         """``if __name__ == "__main__": app.main()`` then ``python app.py worker``, as in Faust."""

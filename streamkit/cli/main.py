@@ -168,11 +168,9 @@ def agents(app_spec: str) -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "mermaid"]), default="text", show_default=True)
 def topology(app_spec: str, fmt: str) -> None:
     """Print what a worker of the app reads, writes and keeps (no broker needed)."""
-    from ..runtime.planning import plan_topology
-
     logging.basicConfig(level="WARNING", stream=sys.stderr)
     app = load_app(app_spec)
-    frozen = run(plan_topology(app))
+    frozen = run(app.plan_topology())
     click.echo(frozen.describe() if fmt == "text" else frozen.mermaid())
 
 

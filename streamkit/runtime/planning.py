@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..topology import Topology
 
@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from ..app import App
 
 
-async def plan_topology(app: "App") -> Topology:
+async def plan_topology(app: "App", table_manager: Callable[..., Any] | None = None) -> Topology:
+    """``table_manager``: tables/manager.TableManager (a higher layer), for apps with tables."""
     from .worker import Runtime
 
     if app.runtime is not None:
@@ -27,7 +28,7 @@ async def plan_topology(app: "App") -> Topology:
     with tempfile.TemporaryDirectory(prefix="streamkit-topology-") as data_dir:
         app.conf = dataclasses.replace(conf, driver="memory", broker=f"memory://topology-{uuid.uuid4().hex[:8]}",
                                        web_enabled=False, data_dir=data_dir, broker_connect_timeout=5.0)
-        runtime = app.runtime = Runtime(app)
+        runtime = app.runtime = Runtime(app, table_manager=table_manager)
         try:
             await runtime.start()
             assert runtime.topology is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from mode import Service
 
@@ -43,8 +43,9 @@ def describe_tps(tps: list[TP]) -> str:
 class Runtime(Service):
     """One worker process's machinery for one App."""
 
-    def __init__(self, app: "App", **kwargs: Any) -> None:
+    def __init__(self, app: "App", *, table_manager: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         self.app = app
+        self._table_manager = table_manager  # tables/manager.TableManager: a higher layer, passed in
         self.conf = app.conf
         self.driver = create_driver(app.conf)
         self.producer: Producer = None  # type: ignore[assignment]  # created in on_start
@@ -133,9 +134,8 @@ class Runtime(Service):
             self.membership = Membership(self.driver, self.app.cluster_topic.name, self._send_claim, url=url)
             await self.membership.start()
         if self.app.tables:
-            from ..tables.manager import TableManager
-
-            self.tables = TableManager(self, self.app.tables.values())
+            assert self._table_manager is not None, "an app with tables passes its table manager"
+            self.tables = self._table_manager(self, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
             self.tables.membership = self.membership
             self.tables.on_serving.append(self.membership.publish)

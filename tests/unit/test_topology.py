@@ -7,7 +7,6 @@ import uuid
 from pathlib import Path
 
 import streamkit as sk
-from streamkit.runtime.planning import plan_topology
 from streamkit.testing import wait_for
 
 
@@ -79,7 +78,7 @@ async def test_a_topic_first_read_after_the_freeze_is_refused_with_the_fix():
 async def test_planning_needs_no_broker_and_leaves_the_app_as_it_was():
     app, _ = build()
     before = app.conf
-    topology = await plan_topology(app)
+    topology = await app.plan_topology()
     assert app.conf is before and app.runtime is None
     assert any(a.name.endswith("by_user") for a in topology.agents)
 
