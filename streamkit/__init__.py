@@ -6,15 +6,15 @@ from .errors import (BrokerUnavailable, ConfigurationError, DecodeError, GroupFe
                      StoreWriteFailed, StreamkitError, TopicMismatch, TransactionAborted, WorkerStopped)
 from .models.record import Record
 from .runtime.progress import Event
-from .settings import Settings
+from .settings import DriverName, ErrorPolicyName, Guarantee, Settings
 from .streams.stream import Stream, current_event
 from .timers import Clock
 from .topics import Topic
 from .version import __version__
 
 __all__ = [
-    "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "Event",
-    "GroupFenced", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
+    "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
+    "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
     "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
     "current_event",
 ]

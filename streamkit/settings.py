@@ -9,14 +9,36 @@ import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, get_type_hints
 
 from .errors import ConfigurationError
 
-ERROR_POLICIES = ("dlq", "skip", "stop")
-DRIVERS = ("aiokafka", "confluent", "memory")
+class Guarantee(StrEnum):
+    AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE = "exactly_once"
+
+
+class DriverName(StrEnum):
+    AIOKAFKA = "aiokafka"
+    CONFLUENT = "confluent"
+    MEMORY = "memory"
+
+
+class ErrorPolicyName(StrEnum):
+    DLQ = "dlq"
+    SKIP = "skip"
+    STOP = "stop"
+
+
+# Choice settings: typed (a StrEnum equals its string, so "exactly_once" and
+# Guarantee.EXACTLY_ONCE are the same setting); a string is converted, an unknown one refused.
+_ENUMS: dict[str, type[StrEnum]] = {"processing_guarantee": Guarantee, "driver": DriverName,
+                                     "error_policy": ErrorPolicyName}
+ERROR_POLICIES = tuple(ErrorPolicyName)
+DRIVERS = tuple(DriverName)
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-GUARANTEES = ("at_least_once", "exactly_once")
+GUARANTEES = tuple(Guarantee)
 TRANSACTION_PRODUCERS = ("auto", "worker", "partition")
 
 
@@ -29,9 +51,9 @@ class Settings:
     ``,`` or ``;`` (or a list), plain ``host:port``; a missing port is 9092 and a missing host
     (``aiokafka://``) is localhost. ``confluent://`` also selects the confluent driver unless
     ``driver`` is set."""
-    driver: str = "aiokafka"
+    driver: DriverName = DriverName.AIOKAFKA
     """Kafka client: ``aiokafka`` (default), ``confluent`` (librdkafka, faster) or ``memory``."""
-    processing_guarantee: str = "at_least_once"
+    processing_guarantee: Guarantee = Guarantee.AT_LEAST_ONCE
     """``at_least_once`` commits offsets only after outputs are flushed; ``exactly_once`` puts
     outputs, changelog records and offsets of each checkpoint into one Kafka transaction and
     reads every topic with ``read_committed``."""
@@ -49,7 +71,7 @@ class Settings:
     transactional_id: str = ""
     """Exactly-once with a per-worker producer: its ``transactional.id``. Empty derives a stable
     one from the app id and a worker slot persisted (and locked) under ``data_dir``."""
-    error_policy: str = "dlq"
+    error_policy: ErrorPolicyName = ErrorPolicyName.DLQ
     """What happens to a record that fails to decode or keeps failing in an agent:
     ``dlq`` sends its original bytes to the dead-letter topic, ``skip`` logs and moves on,
     ``stop`` halts the worker with a clear message."""
@@ -153,6 +175,10 @@ class Settings:
 
     def validate(self) -> None:
         """Reject values that would only fail later, far from where they were set."""
+        for name, enum in _ENUMS.items():
+            value = self.__dict__[name]
+            if not isinstance(value, enum) and value in tuple(enum):
+                object.__setattr__(self, name, enum(value))
         checks = (
             ("driver", self.driver, DRIVERS),
             ("error_policy", self.error_policy, ERROR_POLICIES),

@@ -58,3 +58,14 @@ async def test_conf_set_after_the_table_applies_and_is_fixed_while_running(tmp_p
             app.conf.commit_interval = 5.0
     app.conf.commit_interval = 5.0  # stopped: settings may change again
     assert not list(tmp_path.rglob("*.sst")) and not list(tmp_path.rglob("CURRENT")), "a RocksDB store was opened"
+
+
+def test_choice_settings_are_typed_and_strings_still_work():
+    by_enum = sk.App("enums", processing_guarantee=sk.Guarantee.EXACTLY_ONCE, driver=sk.DriverName.CONFLUENT,
+                     error_policy=sk.ErrorPolicyName.SKIP)
+    by_string = sk.App("strings", processing_guarantee="exactly_once", driver="confluent", error_policy="skip")
+    for conf in (by_enum.conf, by_string.conf):
+        assert conf.processing_guarantee is sk.Guarantee.EXACTLY_ONCE and conf.exactly_once
+        assert conf.driver is sk.DriverName.CONFLUENT and conf.error_policy == "skip"
+    with pytest.raises(sk.ConfigurationError, match="error_policy='retry': expected one of dlq, skip, stop"):
+        sk.App("bad", error_policy="retry")
