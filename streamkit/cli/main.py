@@ -88,13 +88,17 @@ def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | N
     """Run a worker for the app until SIGINT/SIGTERM."""
     from ..runtime.runner import run_worker
 
-    # Options become STREAMKIT_* variables before the app module builds its settings.
-    for name, value in (("WEB_PORT", web_port), ("WEB_HOST", web_host), ("DATA_DIR", data_dir),
-                        ("WEB_ENABLED", "false" if without_web else None)):
-        if value is not None:
-            os.environ[f"STREAMKIT_{name}"] = str(value)
     setup_logging(loglevel)
     app = load_app(app_spec)
+    # Options are settings of this app, applied before the worker starts (they win over code
+    # and STREAMKIT_* variables, as command-line options do).
+    for name, value in (("web_port", web_port), ("web_host", web_host), ("data_dir", data_dir),
+                        ("web_enabled", False if without_web else None)):
+        if value is not None:
+            try:
+                setattr(app.conf, name, value)
+            except ConfigurationError as exc:
+                raise click.ClickException(str(exc)) from None
     sys.exit(run_worker(app))
 
 
