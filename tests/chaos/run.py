@@ -83,7 +83,9 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     names = {"app": f"chaos-{unique}", "in": f"chaos-in-{unique}", "out": f"chaos-out-{unique}"}
     workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    summary = Summary(driver, guarantee, scenario, records)
+    label = {"outage": f"outage{fault_seconds:.0f}", "freeze": f"freeze{fault_seconds:.0f}",
+             "churn": f"churn{churn_seconds:.0f}"}.get(scenario, scenario)  # as chaos-matrix.sh names them
+    summary = Summary(driver, guarantee, label, records)
     exact = guarantee == "exactly_once"
     started = time.monotonic()
     create_topics(broker, names)
