@@ -7,12 +7,53 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hmac
 import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
 
 from .errors import ConfigurationError
+
+class Secret:
+    """A password or token: ``repr``, ``str``, ``dataclasses.asdict`` and f-strings show
+    ``'****'``; the clients get it through ``reveal()`` only."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: "str | Secret" = "") -> None:
+        self._value = value.reveal() if isinstance(value, Secret) else str(value)
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('****')" if self._value else "Secret('')"
+
+    def __str__(self) -> str:
+        return "****" if self._value else ""
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Secret):
+            return hmac.compare_digest(self._value, other._value)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(("Secret", len(self._value)))
+
+    def __deepcopy__(self, memo: dict) -> "Secret":
+        return self  # immutable; asdict() keeps it masked
+
+    def __reduce__(self) -> Any:  # a pickled Settings (Spark executors) keeps the value
+        return (Secret, (self._value,))
+
+
+_SECRETS = ("sasl_password", "ssl_password", "web_auth_token")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
 
 class Guarantee(StrEnum):
     AT_LEAST_ONCE = "at_least_once"
@@ -108,14 +149,20 @@ class Settings:
     topic_replicas: int = 1
     """Replication factor for topics the app creates (changelog, repartition, DLQ, ...)."""
     security_protocol: str = ""
-    """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; empty derives it from the SSL/SASL fields."""
+    """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (any case); empty derives it from the other
+    fields: TLS when a CA or client certificate is given, SASL when a mechanism is. SASL with
+    ``security_protocol="SSL"`` means SASL_SSL (TLS asked for is never dropped)."""
     ssl_cafile: str = ""
     ssl_certfile: str = ""
     ssl_keyfile: str = ""
+    ssl_password: Secret | str = ""
+    """Password of an encrypted ``ssl_keyfile`` (every client of both drivers gets it)."""
     sasl_mechanism: str = ""
     """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
     sasl_username: str = ""
-    sasl_password: str = ""
+    sasl_password: Secret | str = ""
+    """Masked in repr/str/asdict/logs; ``sasl_password_file`` reads it from a file instead."""
+    sasl_password_file: str = ""
     store: str = "rocksdb://"
     """Default table store: ``rocksdb://`` (durable, rocksdict) or ``memory://``."""
     data_dir: str = "streamkit-data"
@@ -132,7 +179,7 @@ class Settings:
     """Port of the worker's web server (each worker on a machine needs its own)."""
     web_advertised_url: str = ""
     """URL other workers use to forward table queries here; default http://<web_host>:<web_port>."""
-    web_auth_token: str = ""
+    web_auth_token: Secret | str = ""
     """When set, every web request needs ``Authorization: Bearer <token>``."""
     broker_connect_timeout: float = 20.0
     """Seconds to keep retrying an unreachable broker at startup before giving up."""
@@ -179,6 +226,23 @@ class Settings:
             value = self.__dict__[name]
             if not isinstance(value, enum) and value in tuple(enum):
                 object.__setattr__(self, name, enum(value))
+        if self.sasl_password_file and not self.__dict__["sasl_password"]:
+            try:
+                password = open(self.sasl_password_file, encoding="utf-8").read().strip()
+            except OSError as exc:
+                raise ConfigurationError(f"sasl_password_file={self.sasl_password_file!r}: {exc.strerror}") from None
+            object.__setattr__(self, "sasl_password", password)
+        for name in _SECRETS:
+            value = self.__dict__[name]
+            if not isinstance(value, Secret):
+                object.__setattr__(self, name, Secret(value))
+        protocol = self.security_protocol
+        if protocol and protocol.upper() != protocol:
+            object.__setattr__(self, "security_protocol", protocol.upper())
+        if self.security_protocol and self.security_protocol not in PROTOCOLS:
+            hint = " (did you mean 'SSL'?)" if self.security_protocol in ("TLS", "SASL_TLS") else ""
+            raise ConfigurationError(f"security_protocol={protocol!r}: expected one of {', '.join(PROTOCOLS)} "
+                                     f"(any case){hint}")
         checks = (
             ("driver", self.driver, DRIVERS),
             ("error_policy", self.error_policy, ERROR_POLICIES),
@@ -233,12 +297,14 @@ class Settings:
 
     @property
     def effective_security_protocol(self) -> str:
-        if self.security_protocol:
-            return self.security_protocol
-        ssl = bool(self.ssl_cafile or self.ssl_certfile)
-        if self.sasl_mechanism:
-            return "SASL_SSL" if ssl else "SASL_PLAINTEXT"
-        return "SSL" if ssl else "PLAINTEXT"
+        asked = self.security_protocol
+        tls = "SSL" in asked or bool(self.ssl_cafile or self.ssl_certfile)
+        sasl = "SASL" in asked or bool(self.sasl_mechanism)
+        if asked == "PLAINTEXT" or asked == "SASL_PLAINTEXT":
+            tls = False  # said explicitly: no TLS even with certificate files around
+        if sasl:
+            return "SASL_SSL" if tls else "SASL_PLAINTEXT"
+        return "SSL" if tls else "PLAINTEXT"
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **values: Any) -> "Settings":

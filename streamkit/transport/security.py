@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..settings import Settings
+from ..settings import Secret, Settings
 
 
 def aiokafka_common(settings: Settings) -> dict[str, Any]:
@@ -19,11 +19,12 @@ def aiokafka_common(settings: Settings) -> dict[str, Any]:
             cafile=settings.ssl_cafile or None,
             certfile=settings.ssl_certfile or None,
             keyfile=settings.ssl_keyfile or None,
+            password=_reveal(settings.ssl_password) or None,  # else OpenSSL prompts on the terminal
         )
     if settings.sasl_mechanism:
         opts["sasl_mechanism"] = settings.sasl_mechanism
         opts["sasl_plain_username"] = settings.sasl_username
-        opts["sasl_plain_password"] = settings.sasl_password
+        opts["sasl_plain_password"] = _reveal(settings.sasl_password)
     return opts
 
 
@@ -37,14 +38,19 @@ def confluent_common(settings: Settings) -> dict[str, Any]:
         ("ssl.ca.location", settings.ssl_cafile),
         ("ssl.certificate.location", settings.ssl_certfile),
         ("ssl.key.location", settings.ssl_keyfile),
+        ("ssl.key.password", _reveal(settings.ssl_password)),
     ):
         if value:
             conf[key] = value
     if settings.sasl_mechanism:
         conf["sasl.mechanism"] = settings.sasl_mechanism
         conf["sasl.username"] = settings.sasl_username
-        conf["sasl.password"] = settings.sasl_password
+        conf["sasl.password"] = _reveal(settings.sasl_password)
     return conf
+
+
+def _reveal(value: Any) -> str:
+    return value.reveal() if isinstance(value, Secret) else (value or "")
 
 
 def compression(settings: Settings) -> str | None:

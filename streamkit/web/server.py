@@ -6,6 +6,7 @@ that raises is logged and answers 500 without affecting the worker.
 """
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,8 @@ class WebServer:
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
         token = self.app.conf.web_auth_token
-        if token and request.headers.get("Authorization") != f"Bearer {token}":
+        if token and not hmac.compare_digest(request.headers.get("Authorization", "").encode(),
+                                             f"Bearer {token.reveal()}".encode()):  # constant time
             return error(401, "missing or wrong bearer token")
         return await handler(request)
 
