@@ -8,6 +8,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 
 from .agents.agent import Agent
 from .agents.replies import Replies
+from .background import Background, LeaderFlag
 from .errors import ConfigurationError
 from .settings import Settings
 from .timers import Clock, Timer, Timers
@@ -36,6 +37,7 @@ class App:
         self.tables: dict[str, Any] = {}
         self.pages: list[tuple[str, Any]] = []
         self.replies = Replies(self)
+        self.background = Background()  # @app.task, @app.service
         self.runtime: Any = None
         self._timers: Timers | None = None
         self._driver: Driver | None = None
@@ -158,14 +160,48 @@ class App:
 
         return decorate
 
-    def crontab(self, cron: str, *, timezone: Any = None, on_leader: bool = False, name: str | None = None) -> Callable[[Any], Any]:
-        """Run ``async def fn()`` on a cron schedule (croniter syntax, UTC unless ``timezone``)."""
+    def crontab(self, cron: str, *, timezone: Any = None, on_leader: bool = False, name: str | None = None,
+                tz: Any = None) -> Callable[[Any], Any]:
+        """Run ``async def fn()`` on a cron schedule (croniter syntax, UTC unless ``timezone``;
+        Faust's ``tz=`` is the same)."""
+        if tz is not None and timezone is not None:
+            raise ConfigurationError("crontab takes timezone= or Faust's tz=, not both")
+        timezone = timezone if timezone is not None else tz
 
         def decorate(fun: Any) -> Any:
             self.timers.append(Timer(fun, cron=cron, timezone=timezone, on_leader=on_leader, name=name))
             return fun
 
         return decorate
+
+    def task(self, fun: Any = None, *, on_leader: bool = False) -> Any:
+        """``@app.task``: run ``async def fn()`` (or ``fn(app)``) once when the worker has started;
+        ``on_leader=True``: on the leader only. Exceptions are logged, never fatal."""
+
+        def decorate(f: Any) -> Any:
+            self.background.tasks.append((f, on_leader))
+            return f
+
+        return decorate(fun) if fun is not None else decorate
+
+    def service(self, service: Any) -> Any:
+        """``@app.service``: a mode ``Service`` (class or instance) started and stopped with the worker."""
+        self.background.services.append(service)
+        return service
+
+    def SetTable(self, name: str, *, start_manager: bool = False, **options: Any) -> Any:
+        """Faust's SetTable: a table whose values are sets (``table[k].add(v)``, ``.discard(v)``)."""
+        if start_manager:
+            raise ConfigurationError("SetTable(start_manager=True) (writes to any key from any worker through a "
+                                     "manager agent) is not supported: write from the agent that owns the key, "
+                                     "or group_by the stream to it")
+        return self.Table(name, default=set, **options)
+
+    def SetGlobalTable(self, name: str, *, start_manager: bool = False, **options: Any) -> Any:
+        """Faust's SetGlobalTable: a GlobalTable whose values are sets."""
+        if start_manager:
+            raise ConfigurationError("SetGlobalTable(start_manager=True) is not supported: see SetTable")
+        return self.GlobalTable(name, default=set, **options)
 
     def all_topics(self) -> list[Topic]:
         """Every topic the worker needs: declared, agents', internal (DLQ, leader, replies), and
@@ -274,8 +310,9 @@ class App:
         return self._spark
 
     @property
-    def is_leader(self) -> bool:
-        return bool(self.runtime is not None and self.runtime.is_leader)
+    def is_leader(self) -> LeaderFlag:
+        """Truthy on the worker that owns the leader partition; also callable (Faust's ``app.is_leader()``)."""
+        return LeaderFlag(bool(self.runtime is not None and self.runtime.is_leader))
 
     # -- running --------------------------------------------------------------------------------
 
@@ -298,8 +335,9 @@ class App:
             raise
         if self.conf.web_enabled:
             await self._start_web()
-        self._timers = Timers(self.timers, self.clock, lambda: self.is_leader)
+        self._timers = Timers(self.timers, self.clock, lambda: bool(self.is_leader))
         self._timers.start()
+        await self.background.start(self)
 
     async def _start_web(self) -> None:
         from .web.server import WebServer
@@ -319,6 +357,7 @@ class App:
 
     async def stop(self) -> None:
         """Graceful stop: finish in-flight records, commit, flush, leave the group."""
+        await self.background.stop()
         if self._timers is not None:
             await self._timers.stop()
             self._timers = None

@@ -1,0 +1,70 @@
+"""A Faust-style app, written as Faust users write it (``import streamkit as faust``): tasks,
+services, SetTable, crontab(tz=), app.is_leader(), with the memory driver standing in."""
+from __future__ import annotations
+
+import uuid
+
+import mode
+import pytest
+
+import streamkit as faust
+from streamkit.testing import wait_for
+
+
+def make_app(name, tmp_path):
+    return faust.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                     data_dir=str(tmp_path))
+
+
+async def test_tasks_services_and_a_set_table(tmp_path):
+    app = make_app(f"faust-{uuid.uuid4().hex[:6]}", tmp_path)
+    events: list[str] = []
+    tags = app.topic("tags")
+    tagged = app.SetTable("tagged")
+
+    @app.task
+    async def on_started():
+        events.append("task")
+
+    @app.task(on_leader=True)
+    async def leader_only(app):
+        events.append(f"leader task, is_leader()={app.is_leader()}")
+
+    @app.task
+    async def broken():
+        raise RuntimeError("task failure")
+
+    @app.service
+    class Background(mode.Service):
+        async def on_start(self) -> None:
+            events.append("service started")
+
+        async def on_stop(self) -> None:
+            events.append("service stopped")
+
+    @app.crontab("0 * * * *", tz="Europe/Oslo")
+    async def hourly():
+        pass
+
+    @app.agent(tags)
+    async def tag(stream):
+        async for event in stream.events():
+            tagged[event.key].add(event.value)
+
+    async with app.running():
+        await wait_for(lambda: "leader task, is_leader()=True" in events and "task" in events, 10)
+        assert app.background.failures == 1  # logged and counted; the worker goes on
+        await tags.send(key="u1", value="a")
+        await tags.send(key="u1", value="b")
+        await wait_for(lambda: app.runtime.tables.ready and tagged.get("u1") == {"a", "b"}, 10,
+                       message="the set table holds both")
+        assert app.is_leader and app.is_leader() is True
+    assert events[0] == "service started" and events[-1] == "service stopped"
+
+
+def test_refusals_name_the_way_out(tmp_path):
+    app = make_app("refusals", tmp_path)
+    with pytest.raises(faust.ConfigurationError, match="start_manager=True"):
+        app.SetTable("x", start_manager=True)
+    with pytest.raises(faust.ConfigurationError, match="not both"):
+        app.crontab("* * * * *", timezone="UTC", tz="UTC")
