@@ -11,6 +11,7 @@ from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError
 from .settings import Settings
+from .signals import Signal
 from .timers import Clock, Timer, Timers
 from .topics import Topic
 from .transport import Driver, Producer, create_driver
@@ -38,6 +39,12 @@ class App:
         self.pages: list[tuple[str, Any]] = []
         self.replies = Replies(self)
         self.background = Background()  # @app.task, @app.service
+        # Faust's signals: @app.on_partitions_assigned.connect async def fn(app, assigned): ...
+        self.on_partitions_assigned = Signal("on_partitions_assigned", self)
+        self.on_partitions_revoked = Signal("on_partitions_revoked", self)
+        self.on_rebalance_complete = Signal("on_rebalance_complete", self)
+        self.on_worker_init = Signal("on_worker_init", self)
+        self.on_before_shutdown = Signal("on_before_shutdown", self)
         self.runtime: Any = None
         self._timers: Timers | None = None
         self._driver: Driver | None = None
@@ -324,6 +331,7 @@ class App:
         if self.runtime is not None:
             raise RuntimeError("app is already running")
         self.conf.freeze()
+        await self.on_worker_init.send()
         self.runtime = Runtime(self, table_manager=TableManager)
         try:
             await self.runtime.start()
@@ -357,6 +365,8 @@ class App:
 
     async def stop(self) -> None:
         """Graceful stop: finish in-flight records, commit, flush, leave the group."""
+        if self.runtime is not None:
+            await self.on_before_shutdown.send()
         await self.background.stop()
         if self._timers is not None:
             await self._timers.stop()

@@ -190,11 +190,14 @@ class Runtime(Service):
             waiting = await self.tables.rebalanced(self.assigned)
         if fencing:
             self.consumer.resume([tp for tp in tps if tp not in waiting])
+        await self.app.on_partitions_assigned.send(assigned=set(tps))
+        await self.app.on_rebalance_complete.send()
 
     async def _on_revoked(self, tps: list[TP]) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
         if not tps:
             return
+        await self.app.on_partitions_revoked.send(revoked=set(tps))
         await self.release(tps, self.conf.stop_timeout)
         self.assigned.difference_update(tps)
         if self.txns is not None and self.txns.per_partition:

@@ -68,3 +68,39 @@ def test_refusals_name_the_way_out(tmp_path):
         app.SetTable("x", start_manager=True)
     with pytest.raises(faust.ConfigurationError, match="not both"):
         app.crontab("* * * * *", timezone="UTC", tz="UTC")
+
+
+async def test_rebalance_and_lifecycle_signals(tmp_path):
+    app = make_app(f"signals-{uuid.uuid4().hex[:6]}", tmp_path)
+    seen: list[tuple] = []
+    words = app.topic("words", partitions=2)
+
+    @app.agent(words)
+    async def count(stream):
+        async for _ in stream:
+            pass
+
+    @app.on_worker_init.connect
+    def init(sender):
+        seen.append(("init", sender is app))
+
+    @app.on_partitions_assigned.connect
+    async def assigned(sender, assigned):
+        seen.append(("assigned", sorted(tp.partition for tp in assigned if tp.topic == "words")))
+
+    @app.on_partitions_assigned.connect
+    async def broken(sender, assigned):
+        raise RuntimeError("receiver failure")
+
+    @app.on_rebalance_complete.connect
+    async def complete(sender):
+        seen.append(("complete",))
+
+    @app.on_before_shutdown.connect
+    async def shutdown(sender):
+        seen.append(("shutdown",))
+
+    async with app.running():
+        await wait_for(lambda: ("complete",) in seen, 10, message="the first rebalance signalled")
+        assert ("assigned", [0, 1]) in seen and app.on_partitions_assigned.failures >= 1
+    assert seen[0] == ("init", True) and seen[-1] == ("shutdown",)
