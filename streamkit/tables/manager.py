@@ -87,7 +87,7 @@ class TableManager:
             return  # nothing to release; keeping it avoids a full replay on the next assignment
         store = self.stores.pop((table.name, number), None)
         if store is not None:
-            store.close()
+            _close_store(store, f"{table.name}[{number}]")
 
     def _partition_count(self, topic: str) -> int:
         return self.runtime.partition_count(topic)
@@ -256,8 +256,8 @@ class TableManager:
             await asyncio.gather(self._recovering, return_exceptions=True)
         for table in self.tables:
             table.local.clear()
-        for store in self.stores.values():
-            store.close()
+        for (name, number), store in self.stores.items():
+            _close_store(store, f"{name}[{number}]")
         self.stores.clear()
 
     # -- checkpoint participant -----------------------------------------------------------------
@@ -312,3 +312,12 @@ class TableManager:
             for number, part in table.local.items():
                 if select(table.partitions, number):
                     part.forget_writes()
+
+
+def _close_store(store: Store, what: str) -> None:
+    """Close a store; a failure (a full disk refusing the final flush) is logged, not raised: the
+    changelog holds every committed write and the next start recovers from the store's offset."""
+    try:
+        store.close()
+    except Exception as exc:
+        log.warning("closing the store of table partition %s failed: %s", what, exc)

@@ -33,9 +33,10 @@ import time
 import uuid
 from pathlib import Path
 
+from .disk import SmallDisk
 from .harness import STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, table_errors
 
-SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed")
+SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
 
 class BrokerControl:
@@ -90,10 +91,13 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     started = time.monotonic()
     create_topics(broker, names)
     pool = [Worker(i, broker, driver, guarantee, names, workdir) for i in range(workers)]
+    disk = SmallDisk(pool[0].data_dir) if scenario == "diskfull" else None
+    if disk is not None:
+        disk.mount()  # worker 0 keeps its tables on a disk the scenario fills
     for worker in pool:
         worker.start()
     fault_phase = {"kill": max(kills * interval, 5.0), "outage": fault_seconds + 10, "freeze": fault_seconds + 10,
-                   "churn": churn_seconds}.get(scenario, 10.0)
+                   "churn": churn_seconds, "diskfull": 30.0}.get(scenario, 10.0)
     bad_every = max(1, records // malformed) if scenario == "malformed" else 0
     stop_feed = threading.Event()
     fed: dict[str, int] = {}
@@ -123,6 +127,23 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
             time.sleep(fault_seconds)  # the fault's length, not a wait for a condition
             (control.start if scenario == "outage" else control.thaw)()
             log("  broker back")
+        elif scenario == "diskfull":
+            assert disk is not None
+            victim = pool[0]
+            log(f"  worker 0's state disk filled ({disk.fill()} bytes) at {len(outputs.records)} outputs")
+            summary.faults += 1
+            deadline = time.monotonic() + 120
+            while victim.running and time.monotonic() < deadline:
+                outputs.poll(1.0)
+            halted_log = victim.log_path.read_text(errors="replace")
+            halted = (not victim.running and "writing the store" in halted_log and "No space left" in halted_log
+                      and "streamkit: worker halted" in halted_log and "Traceback" not in halted_log)
+            if not halted:
+                summary.notes.append("worker 0 did not halt cleanly (one line, no traceback) on a full disk")
+                summary.died += 1
+            log(f"  worker 0 {'halted with one clear line' if halted else 'did NOT halt cleanly'}; disk cleared, restarted")
+            disk.free()
+            victim.start()
         elif scenario == "churn":
             deadline = time.monotonic() + churn_seconds
             index = len(pool)
@@ -151,7 +172,7 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
                 f"task dumps (SIGUSR1) in {workdir}/worker-*.log")
             for worker in everyone:
                 worker.dump()
-        summary.died = sum(1 for w in everyone if not w.running and w.index not in expected_down)
+        summary.died += sum(1 for w in everyone if not w.running and w.index not in expected_down)
         for worker in everyone:
             worker.stop()
             if worker.stop_seconds and worker.stop_seconds[-1] > STOP_BUDGET:
@@ -162,6 +183,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         for worker in pool + extras:
             worker.kill()
         outputs.close()
+        if disk is not None:
+            disk.unmount()
     seen = [int(m.value()) for m in outputs.records]
     unique_seen = set(seen)
     summary.outputs = len(seen)
