@@ -24,3 +24,19 @@ def committed_total(broker, group, topic, partitions):
     finally:
         consumer.close()
     return sum(tp.offset for tp in tps if tp.offset >= 0)
+
+
+def word_counter(app, topic="words", *, partitions):
+    """The guide's counting app declared on ``app`` as users write it (no partitions= on the
+    table): words keyed by the word, ``counts[word] += 1``. Returns (topic, table, keys seen)."""
+    words = app.topic(topic, key_type=str, value_type=str, partitions=partitions)
+    counts = app.Table("counts", default=int)
+    seen: list[str] = []
+
+    @app.agent(words)
+    async def count(stream):
+        async for event in stream.events():
+            counts[event.key] += 1
+            seen.append(event.key)
+
+    return words, counts, seen

@@ -9,6 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import streamkit as sk
 from streamkit.testing import wait_for
 from streamkit.testing.pytest_plugin import TEST_CONSUMER_SETTINGS
+from tests.helpers import word_counter
 
 
 def make_app(name, broker_address, driver, **settings):
@@ -56,16 +57,7 @@ async def test_standby_replicas_on_a_broker_make_a_failover_replay_only_the_tail
 
     def worker(tag):
         app = make_app(name, broker_address, driver, table_standby_replicas=1, data_dir=str(tmp_path / tag))
-        words = app.topic(f"standby-words-{unique}", key_type=str, value_type=str, partitions=4)
-        counts = app.Table("counts", default=int)
-        seen: list[str] = []
-
-        @app.agent(words)
-        async def count(stream):
-            async for event in stream.events():
-                counts[event.key] += 1
-                seen.append(event.key)
-
+        words, counts, seen = word_counter(app, f"standby-words-{unique}", partitions=4)
         return app, words, counts, seen
 
     a, words, counts_a, seen_a = worker("a")

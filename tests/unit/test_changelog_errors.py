@@ -8,21 +8,13 @@ from streamkit.runtime.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_S
 from streamkit.testing import wait_for
 from streamkit.transport import TP
 from streamkit.transport.memory import MemoryBroker
+from tests.helpers import word_counter
 
 
 def build(name, tmp_path, tag, **settings):
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path / tag), **settings)
-    words = app.topic("words", key_type=str, value_type=str, partitions=2)
-    counts = app.Table("counts", default=int)
-    seen: list[str] = []
-
-    @app.agent(words)
-    async def count(stream):
-        async for event in stream.events():
-            counts[event.key] += 1
-            seen.append(event.key)
-
+    words, counts, seen = word_counter(app, partitions=2)
     return app, words, counts, seen
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 import streamkit as sk
 from streamkit.testing import wait_for
 from streamkit.transport import TP
+from tests.helpers import word_counter
 
 PARTITIONS = 6
 
@@ -15,14 +16,7 @@ PARTITIONS = 6
 def worker(name, tmp_path, tag, replicas):
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path / tag), table_standby_replicas=replicas)
-    words = app.topic("words", key_type=str, value_type=str, partitions=PARTITIONS)
-    counts = app.Table("counts", default=int)
-
-    @app.agent(words)
-    async def count(stream):
-        async for event in stream.events():
-            counts[event.key] += 1
-
+    word_counter(app, partitions=PARTITIONS)
     return app
 
 
