@@ -12,8 +12,8 @@ from streamkit.devbroker import free_port
 from streamkit.testing import wait_for
 
 
-def build(tmp_path, **settings):
-    name = f"web-{uuid.uuid4().hex[:6]}"
+def build(tmp_path, name=None, **settings):
+    name = name or f"web-{uuid.uuid4().hex[:6]}"
     port = settings.pop("web_port", None) or free_port()
     app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", data_dir=str(tmp_path),
                  commit_interval=0.05, web_port=port, **settings)
@@ -138,15 +138,8 @@ async def test_queries_are_forwarded_to_the_owners_advertised_url(tmp_path):
     naming it, never a hang."""
     a, src, base_a = build(tmp_path / "a")
     port_b = free_port()
-    b = sk.App(a.id, broker=a.conf.broker, driver="memory", store="memory://", data_dir=str(tmp_path / "b"),
-               commit_interval=0.05, web_port=port_b, web_advertised_url=f"http://localhost:{port_b}")
-    source_b = b.topic("scores", key_type=int, value_type=int, partitions=2)
-    table_b = b.Table("scores", key_type=int, default=int)
-
-    @b.agent(source_b)
-    async def keep(stream):
-        async for event in stream.events():
-            table_b[event.key] = event.value
+    b, _, _ = build(tmp_path / "b", name=a.id, web_port=port_b, web_advertised_url=f"http://localhost:{port_b}")
+    table_b = b.tables["scores"]
 
     async with a.running(), b.running(), aiohttp.ClientSession() as session:
         def scores_of(app):
