@@ -6,7 +6,7 @@ import logging
 import time
 from typing import Sequence
 
-from ..errors import BrokerUnavailable, TopicMismatch
+from ..errors import BrokerUnavailable, ConfigurationError, TopicMismatch
 from ..transport.base import Driver, TopicInfo, TopicSpec
 
 log = logging.getLogger("streamkit.topics")
@@ -19,16 +19,24 @@ async def connect_admin(driver: Driver, address: str, timeout: float):
     while True:
         attempt += 1
         admin = driver.admin()
+        # short first attempts: a misconfiguration is diagnosed within seconds, not at the deadline
+        budget = min(max(1.0, deadline - time.monotonic()), 2.0 + 2.0 * attempt)
         try:
-            await asyncio.wait_for(admin.start(), max(1.0, deadline - time.monotonic()))
-            await asyncio.wait_for(admin.describe_topics(), max(1.0, deadline - time.monotonic()))
+            await asyncio.wait_for(admin.start(), budget)
+            await asyncio.wait_for(admin.describe_topics(), budget)
             return admin
         except Exception as exc:  # every client has its own connection error types
             last_error = exc
             try:
+                cause = await admin.diagnose()
+            except Exception:
+                cause = None
+            try:
                 await admin.stop()
             except Exception:
                 pass
+            if cause is not None:  # no retry heals it: say so now, not as a network problem later
+                raise ConfigurationError(f"cannot connect to the Kafka broker at {address}: {cause}")
         if time.monotonic() >= deadline:
             raise BrokerUnavailable(
                 f"cannot reach the Kafka broker at {address} after {attempt} attempts "

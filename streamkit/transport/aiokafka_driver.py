@@ -17,6 +17,7 @@ from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallb
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
 from .quiet import quiet_client_logs, with_reconnect_backoff
+from .auth_errors import aiokafka_diagnose
 from .security import aiokafka_common, compression
 
 
@@ -204,8 +205,12 @@ class AiokafkaProducer(Producer):
 
 class AiokafkaAdmin(Admin):
     def __init__(self, settings: Settings) -> None:
+        self._settings = settings
         self._client = AIOKafkaAdminClient(**aiokafka_common(settings))
         with_reconnect_backoff(self._client._client)
+
+    async def diagnose(self) -> str | None:
+        return await aiokafka_diagnose(self._settings)
 
     async def start(self) -> None:
         await self._client.start()

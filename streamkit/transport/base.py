@@ -272,6 +272,11 @@ class Admin(abc.ABC):
     async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
         """Describe ``names`` (all topics when None); missing topics are absent from the result."""
 
+    async def diagnose(self) -> str | None:
+        """After a failed connection: the cause and fix if no retry can heal it (bad credentials,
+        untrusted certificate, ...; transport/auth_errors.py), else None."""
+        return None
+
 
 class Driver(abc.ABC):
     """Builds the three clients from settings."""

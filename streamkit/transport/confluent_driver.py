@@ -26,6 +26,7 @@ from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
+from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_log
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
@@ -101,6 +102,7 @@ class FetchedMessage:
 class ConfluentConsumer(Consumer):
     def __init__(self, settings: Settings, group_id: str | None, **overrides: Any) -> None:
         conf = confluent_common(settings)
+        conf["logger"] = librdkafka_log  # through Python logging: -l governs it, rate limited
         conf.update(
             {
                 "group.id": group_id or f"streamkit-manual-{uuid.uuid4().hex[:8]}",
@@ -346,11 +348,18 @@ class ConfluentConsumer(Consumer):
 
 class ConfluentAdmin(Admin):
     def __init__(self, settings: Settings) -> None:
-        self._conf = confluent_common(settings)
+        self._settings = settings
+        self._conf = {**confluent_common(settings), "logger": librdkafka_log}
         self._client: AdminClient | None = None
 
     async def start(self) -> None:
+        LIBRDKAFKA_FAILURES.clear()  # what this connection attempt reports
         self._client = AdminClient(self._conf)
+
+    async def diagnose(self) -> str | None:
+        if self._client is not None:
+            self._client.poll(0)  # serves the log queue: the failure lines reach librdkafka_log
+        return confluent_diagnose(self._settings)
 
     async def stop(self) -> None:
         self._client = None
@@ -372,7 +381,7 @@ class ConfluentAdmin(Admin):
         assert self._client is not None
         client = self._client
         loop = asyncio.get_running_loop()
-        meta = await loop.run_in_executor(None, lambda: client.list_topics(timeout=10))
+        meta = await loop.run_in_executor(None, lambda: client.list_topics(timeout=4))  # callers retry
         out = {}
         for name, topic in meta.topics.items():
             if topic.error is not None or (names and name not in names) or not topic.partitions:

@@ -15,6 +15,7 @@ from ..errors import GroupFenced, ProducerFenced, TransactionAborted
 from ..settings import Settings
 from .base import TP, Producer, retry_while_unreachable
 from .pending import DeliveryFailed, PendingDeliveries, delivery_failed
+from .auth_errors import librdkafka_log
 from .security import compression, confluent_common
 
 log = logging.getLogger("streamkit.confluent")
@@ -25,6 +26,7 @@ FLUSH_STEP = 5.0  # seconds per blocking flush call (a cancelled flush frees its
 class ConfluentProducer(Producer):
     def __init__(self, settings: Settings, **overrides: Any) -> None:
         conf = confluent_common(settings)
+        conf["logger"] = librdkafka_log  # through Python logging: -l governs it, rate limited
         conf.update(
             {
                 "acks": settings.acks,

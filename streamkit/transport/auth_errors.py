@@ -1,0 +1,90 @@
+"""Connection failures that no retry heals: bad credentials, a mechanism the broker does not
+enable, an untrusted certificate, a client certificate the broker requires.
+
+Both clients hide them behind a generic "cannot connect": aiokafka logs the SASL error and
+raises "Unable to bootstrap", librdkafka logs it and times out. ``explain`` turns the client's
+own words into the cause and the setting to fix, so startup fails at once with that line
+instead of retrying for ``broker_connect_timeout`` and reporting a network problem.
+librdkafka's log goes through Python logging (``streamkit.librdkafka``), rate limited, so
+``-l`` governs it and a failure can be read back (``LIBRDKAFKA_FAILURES``).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import re
+import ssl
+from typing import Any
+
+from ..settings import Settings
+from .quiet import RateLimitFilter
+
+librdkafka_log = logging.getLogger("streamkit.librdkafka")
+LIBRDKAFKA_FAILURES: collections.deque[str] = collections.deque(maxlen=20)  # newest failure lines
+
+
+class _RecordFailures(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            LIBRDKAFKA_FAILURES.append(record.getMessage())
+
+
+librdkafka_log.addHandler(_RecordFailures())
+librdkafka_log.addFilter(RateLimitFilter())  # a refused connection is retried (and logged) every few ms
+
+
+def explain(text: str, settings: Settings) -> str | None:
+    """The cause and the fix, if ``text`` (a client's error) is one no retry heals."""
+    who = f"user {settings.sasl_username!r}, mechanism {settings.sasl_mechanism or '-'}"
+    lowered = text.lower()
+    if "unsupported sasl mechanism" in lowered or "unsupportedsaslmechanism" in lowered:
+        enabled = re.search(r"supported mechanisms: ([A-Z0-9_, -]+)", text)
+        also = f" (it enables {enabled.group(1).strip()})" if enabled else ""
+        return (f"the broker does not enable sasl_mechanism={settings.sasl_mechanism!r}{also}: set "
+                "sasl_mechanism to one it enables")
+    if "authentication failed" in lowered or "sasl authentication error" in lowered \
+            or "saslauthenticationfailed" in lowered:
+        return (f"SASL authentication failed ({who}): check sasl_username and sasl_password "
+                "(or sasl_password_file), and that the user exists on the broker")
+    if "certificate verify failed" in lowered or "certificate_verify_failed" in lowered:
+        return ("the broker's TLS certificate is not trusted: set ssl_cafile to the CA that signed it "
+                f"(now {settings.ssl_cafile or 'the system CAs'})")
+    if "bad decrypt" in lowered or ("pem" in lowered and "password" in lowered):
+        return "the client key is encrypted and could not be read: set ssl_password to its password"
+    if ("certificate required" in lowered or "alert_certificate_required" in lowered
+            or ("handshake failure" in lowered and not settings.ssl_certfile)):
+        return "the broker requires a client certificate: set ssl_certfile and ssl_keyfile"
+    if "ssl handshake failed" in lowered or "wrong version number" in lowered:
+        return (f"the TLS handshake failed ({text.strip()[:160]}): check security_protocol "
+                f"(now {settings.effective_security_protocol}) against the broker's listener")
+    return None
+
+
+async def aiokafka_diagnose(settings: Settings, timeout: float = 5.0) -> str | None:
+    """One raw aiokafka connection to the first bootstrap server, to see the error it hides."""
+    from aiokafka.conn import create_conn
+
+    from .security import aiokafka_common
+
+    host, _, port = settings.bootstrap_servers.split(",")[0].rpartition(":")
+    opts: dict[str, Any] = dict(aiokafka_common(settings))
+    opts.pop("bootstrap_servers", None)
+    try:
+        conn = await asyncio.wait_for(create_conn(host.strip("[]"), int(port), **opts), timeout)
+    except (asyncio.TimeoutError, ConnectionError):
+        return None  # unreachable, not misconfigured
+    except ssl.SSLError as exc:
+        return explain(f"{exc}", settings) or f"TLS failed: {exc}"
+    except Exception as exc:
+        return explain(f"{type(exc).__name__}: {exc}", settings)
+    conn.close()
+    return None
+
+
+def confluent_diagnose(settings: Settings) -> str | None:
+    for line in reversed(LIBRDKAFKA_FAILURES):
+        found = explain(line, settings)
+        if found:
+            return found
+    return None
