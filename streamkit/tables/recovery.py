@@ -97,6 +97,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
         pending = set(tps)
         started = time.monotonic()
         last_data = dict.fromkeys(tps, started)  # when each partition last returned records
+        last_any = started  # when any partition last returned records
         asked = dict.fromkeys(tps, 0.0)  # when its position was last asked (markers)
         applied = 0
         last_report = started
@@ -109,7 +110,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                     positions[tp] = messages[-1].offset + 1
                     applied += len(messages)
                     progress.done += len(messages)
-                    last_data[tp] = now
+                    last_data[tp] = last_any = now
             for tp in sorted(pending):
                 quiet = now - last_data[tp]
                 if quiet < settle:
@@ -117,7 +118,9 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                 if positions[tp] < ends[tp] and now - asked[tp] >= settle:
                     asked[tp] = now  # a log ending in transaction markers: the position passes them
                     positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
-                if positions[tp] >= ends[tp] or quiet >= idle_limit:
+                # The idle fallback needs the whole consumer quiet: one partition can wait seconds
+                # for its turn while others deliver, and ending it then would lose its tail.
+                if positions[tp] >= ends[tp] or now - last_any >= idle_limit:
                     pending.discard(tp)
                     consumer.pause([tp])
                     if on_done is not None:
