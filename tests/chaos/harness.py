@@ -114,6 +114,26 @@ class Worker:
         return self.process.returncode
 
 
+def group_lag(broker: str, group: str, topic: str) -> int:
+    """Records of ``topic`` the group has not committed yet (end offset minus committed, summed).
+
+    Outputs can all be out while the table is not: at-least-once sends outputs before the
+    checkpoint, so a worker killed after sending leaves its table changes to whoever reprocesses
+    the records from the committed offsets. Tables are checked once this is 0.
+    """
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        committed = consumer.committed(tps, timeout=10)
+        lag = 0
+        for tp in committed:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)
+            lag += max(0, high - max(tp.offset, 0))
+        return lag
+    finally:
+        consumer.close()
+
+
 def create_topics(broker: str, names: dict[str, str]) -> None:
     admin = AdminClient({"bootstrap.servers": broker})
     futures = admin.create_topics([NewTopic(names["in"], PARTITIONS, 1), NewTopic(names["out"], PARTITIONS, 1)])

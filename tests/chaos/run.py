@@ -34,7 +34,7 @@ import uuid
 from pathlib import Path
 
 from .disk import SmallDisk
-from .harness import STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, table_errors
+from .harness import STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, table_errors
 
 SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
@@ -166,6 +166,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         deadline = time.monotonic() + drain_timeout
         while len({m.value() for m in outputs.records}) < records and time.monotonic() < deadline:
             outputs.poll(1.0)
+        while time.monotonic() < deadline and group_lag(broker, names["app"], names["in"]) > 0:
+            outputs.poll(1.0)  # every input checkpointed: the tables have caught up too
         everyone = pool + extras
         if len({m.value() for m in outputs.records}) < records:  # stalled: leave evidence in the logs
             log(f"  drain timed out at {len({m.value() for m in outputs.records})}/{records} outputs: "
