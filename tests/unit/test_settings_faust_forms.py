@@ -69,3 +69,8 @@ def test_choice_settings_are_typed_and_strings_still_work():
         assert conf.driver is sk.DriverName.CONFLUENT and conf.error_policy == "skip"
     with pytest.raises(sk.ConfigurationError, match="error_policy='retry': expected one of dlq, skip, stop"):
         sk.App("bad", error_policy="retry")
+
+
+def test_faust_setting_names_get_the_streamkit_name_as_docs_say():
+    with pytest.raises(sk.ConfigurationError, match=r"unknown setting\(s\): 'datadir' \(did you mean 'data_dir'\?\)"):
+        sk.App("faustnames", datadir="/tmp/x")
