@@ -23,7 +23,8 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     assert "stateless confluent / raw confluent" in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful"}
-    assert all(s["ok_runs"] == 1 and s["records"] == 3000 for s in result["summary"].values())
+    # every record processed; more when a rebalance on a loaded machine made a worker reprocess some
+    assert all(s["ok_runs"] == 1 and s["records"] >= 3000 for s in result["summary"].values()), result["summary"]
     ratio = result["ratios"]["stateless confluent / raw confluent"]
     assert ratio is not None and math.isfinite(ratio) and ratio > 0
     latency = result["extras"]["latency-confluent"]
