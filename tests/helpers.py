@@ -26,10 +26,10 @@ def committed_total(broker, group, topic, partitions):
     return sum(tp.offset for tp in tps if tp.offset >= 0)
 
 
-def word_counter(app, topic="words", *, partitions):
+def word_counter(app, topic="words", *, partitions=None, value_type=str):
     """The guide's counting app declared on ``app`` as users write it (no partitions= on the
-    table): words keyed by the word, ``counts[word] += 1``. Returns (topic, table, keys seen)."""
-    words = app.topic(topic, key_type=str, value_type=str, partitions=partitions)
+    table): records keyed by the word, ``counts[word] += 1``. Returns (topic, table, keys seen)."""
+    words = app.topic(topic, key_type=str, value_type=value_type, partitions=partitions)
     counts = app.Table("counts", default=int)
     seen: list[str] = []
 

@@ -11,6 +11,7 @@ import pytest
 import streamkit as sk
 from streamkit.testing import wait_for
 from streamkit.transport.memory import MemoryBroker
+from tests.helpers import word_counter
 
 USERS = [f"user-{i}" for i in range(40)]
 
@@ -42,16 +43,7 @@ async def send_clicks(topic, n):
 
 async def test_a_plain_table_takes_its_source_topics_partition_count(tmp_path):
     app = new_app(data_dir=str(tmp_path))
-    clicks = app.topic("clicks", key_type=str, value_type=int, partitions=6)
-    counts = app.Table("counts", default=int)
-    seen = []
-
-    @app.agent(clicks)
-    async def count(stream):
-        async for event in stream.events():
-            counts[event.key] += 1
-            seen.append(event.key)
-
+    clicks, counts, seen = word_counter(app, "clicks", partitions=6, value_type=int)
     async with app.running():
         for i in range(600):
             await clicks.send(key=USERS[i % len(USERS)], value=i)
@@ -66,16 +58,7 @@ async def test_a_plain_table_takes_its_source_topics_partition_count(tmp_path):
 async def test_an_existing_topic_gives_its_count_from_the_broker(tmp_path):
     app = new_app(data_dir=str(tmp_path))
     broker_of(app).create_topic("clicks", 6)  # created by someone else; the app does not declare a count
-    clicks = app.topic("clicks", key_type=str, value_type=int)
-    counts = app.Table("counts", default=int)
-    seen = []
-
-    @app.agent(clicks)
-    async def count(stream):
-        async for event in stream.events():
-            counts[event.key] += 1
-            seen.append(event.key)
-
+    clicks, counts, seen = word_counter(app, "clicks", value_type=int)
     async with app.running():
         for i in range(300):
             await clicks.send(key=USERS[i % len(USERS)], value=i)
