@@ -66,6 +66,12 @@ class DriverName(StrEnum):
     MEMORY = "memory"
 
 
+class Rebalancing(StrEnum):
+    AUTO = "auto"
+    EAGER = "eager"
+    INCREMENTAL = "incremental"
+
+
 class ErrorPolicyName(StrEnum):
     DLQ = "dlq"
     SKIP = "skip"
@@ -75,7 +81,7 @@ class ErrorPolicyName(StrEnum):
 # Choice settings: typed (a StrEnum equals its string, so "exactly_once" and
 # Guarantee.EXACTLY_ONCE are the same setting); a string is converted, an unknown one refused.
 _ENUMS: dict[str, type[StrEnum]] = {"processing_guarantee": Guarantee, "driver": DriverName,
-                                     "error_policy": ErrorPolicyName}
+                                     "error_policy": ErrorPolicyName, "rebalancing": Rebalancing}
 ERROR_POLICIES = tuple(ErrorPolicyName)
 DRIVERS = tuple(DriverName)
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -123,9 +129,18 @@ class Settings:
     auto_offset_reset: str = "earliest"
     """Where a group with no committed offset starts: ``earliest`` or ``latest``."""
     session_timeout_ms: int = 10000
-    """Consumer group session timeout; a crashed worker's partitions move after this long."""
+    """Consumer group session timeout; a crashed worker's partitions move after this long.
+    Under KIP-848 (``rebalancing`` chose ``group.protocol=consumer``) the broker owns it:
+    ``group.consumer.session.timeout.ms``, 45 s by default."""
     heartbeat_interval_ms: int = 2000
     """Consumer heartbeat interval (keep at most a third of the session timeout)."""
+    rebalancing: Rebalancing = Rebalancing.AUTO
+    """How the group moves partitions when workers join or leave. ``incremental``: only the
+    partitions that move are paused (confluent driver: KIP-848 ``group.protocol=consumer`` with
+    the broker's co-partitioning ``range`` assignor where the broker has it, Apache Kafka 4.x;
+    otherwise cooperative-sticky, refused when co-partitioned topics share tables).
+    ``eager``: every rebalance revokes everything (range assignor). ``auto``: incremental where
+    it is safe, eager otherwise (aiokafka speaks only eager). The worker logs what it chose."""
     max_poll_interval_ms: int = 300000
     """Longest gap between fetches before the group evicts this worker."""
     fetch_max_records: int = 10000
@@ -248,6 +263,7 @@ class Settings:
             ("error_policy", self.error_policy, ERROR_POLICIES),
             ("compression", self.compression, COMPRESSIONS),
             ("auto_offset_reset", self.auto_offset_reset, ("earliest", "latest")),
+            ("rebalancing", self.rebalancing, tuple(Rebalancing)),
         )
         for name, value, allowed in checks:
             if value not in allowed:
@@ -271,6 +287,16 @@ class Settings:
                     f"transaction_timeout_ms={self.transaction_timeout_ms} must exceed twice commit_interval "
                     f"({self.commit_interval}s), or transactions time out between checkpoints"
                 )
+        if self.driver == DriverName.AIOKAFKA and self.rebalancing == Rebalancing.INCREMENTAL:
+            raise ConfigurationError(
+                "rebalancing='incremental' needs driver='confluent': aiokafka speaks only the eager "
+                "protocol (every rebalance revokes everything); use driver='confluent' or rebalancing='auto'")
+        taken = _GROUP_PROTOCOL_KEYS & set(self.consumer_config)
+        if taken:
+            raise ConfigurationError(
+                f"consumer_config sets {', '.join(sorted(taken))}: the worker chooses the group protocol "
+                "and assignor from its topology (co-partitioned topics need range semantics); "
+                "use rebalancing='eager' or 'incremental' instead")
         if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported")
 
@@ -327,6 +353,9 @@ class Settings:
         return cls(**values)
 
 
+# Native consumer settings the rebalancing choice owns (both drivers' spellings).
+_GROUP_PROTOCOL_KEYS = frozenset({"partition.assignment.strategy", "group.protocol", "group.remote.assignor",
+                                  "partition_assignment_strategy"})
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
 
 

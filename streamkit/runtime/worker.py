@@ -20,7 +20,11 @@ from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .membership import Membership
+from .rebalancing import ProtocolChoice, choose_protocol
 from .router import Router
+from ..settings import DriverName, Rebalancing
+from ..transport.base import GroupProtocol
+from ..transport.broker_features import supports_consumer_group_protocol
 from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
@@ -50,6 +54,7 @@ class Runtime(Service):
         self.driver = create_driver(app.conf)
         self.producer: Producer = None  # type: ignore[assignment]  # created in on_start
         self.consumer: Consumer | None = None
+        self.group_protocol: ProtocolChoice | None = None  # chosen at start (runtime/rebalancing.py)
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
         self.checkpoint: Checkpoint | None = None
@@ -121,7 +126,8 @@ class Runtime(Service):
         log.info("topology frozen: %d agent(s), %d table(s), reading %s", len(self.topology.agents),
                  len(self.topology.tables), ", ".join(self.topology.subscribed) or "nothing")
         log.debug("%s", self.topology.describe())
-        self.consumer = self.driver.consumer(self.app.id)
+        self.group_protocol = await self._choose_group_protocol(self.topology)
+        self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
         await self.consumer.start()
         if self.txns is not None:
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
@@ -148,6 +154,17 @@ class Runtime(Service):
         self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
+
+    async def _choose_group_protocol(self, topology: Topology) -> ProtocolChoice:
+        kip848 = False
+        if self.driver.name == DriverName.CONFLUENT and self.conf.rebalancing != Rebalancing.EAGER:
+            kip848 = await supports_consumer_group_protocol(self.conf)
+        choice = choose_protocol(self.conf.rebalancing, self.driver.name, topology, kip848)
+        log.info("%s", choice.describe())
+        if choice.protocol is GroupProtocol.CONSUMER and self.driver.name != DriverName.MEMORY:
+            log.info("under KIP-848 the broker's group.consumer.session.timeout.ms (45 s by default), not "
+                     "session_timeout_ms, decides how soon a crashed worker's partitions move")
+        return choice
 
     async def _send_claim(self, topic: str, key: bytes, value: bytes) -> None:
         await self.app.send_raw(topic, key, value, partition=0)

@@ -10,10 +10,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError
 
-from ..errors import ProducerFenced, TransactionAborted
+from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings
-from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
 from .quiet import quiet_client_logs, with_reconnect_backoff
@@ -248,7 +248,11 @@ class AiokafkaDriver(Driver):
         self.settings = settings
         quiet_client_logs()
 
-    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
+    def consumer(self, group_id: str | None, *, protocol: GroupProtocol = GroupProtocol.EAGER,
+                 **overrides: Any) -> Consumer:
+        if protocol.incremental:
+            raise ConfigurationError(f"aiokafka cannot rebalance with {protocol.value!r}: it speaks only the "
+                                     "eager protocol (use driver='confluent')")
         return AiokafkaConsumer(self.settings, group_id, **overrides)
 
     def producer(self, **overrides: Any) -> Producer:

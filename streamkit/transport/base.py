@@ -10,6 +10,7 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Awaitable, Callable, NamedTuple, Sequence
 
 from ..errors import TransactionsUnsupported
@@ -119,6 +120,23 @@ class TopicInfo:
 
 
 RebalanceCallback = Callable[[list[TP]], Awaitable[None]]
+
+
+class GroupProtocol(StrEnum):
+    """How a group consumer takes part in rebalances (chosen by runtime/rebalancing.py).
+
+    EAGER: classic protocol, range assignor: every rebalance revokes every partition first.
+    COOPERATIVE: classic protocol, cooperative-sticky: only moved partitions are revoked.
+    CONSUMER: KIP-848, the broker's range assignor: incremental, and partition p of every
+    equally sized topic stays on one member (co-partitioning)."""
+
+    EAGER = "eager"
+    COOPERATIVE = "cooperative-sticky"
+    CONSUMER = "consumer"
+
+    @property
+    def incremental(self) -> bool:
+        return self is not GroupProtocol.EAGER
 
 
 class Consumer(abc.ABC):
@@ -284,7 +302,9 @@ class Driver(abc.ABC):
     name: str
 
     @abc.abstractmethod
-    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer: ...
+    def consumer(self, group_id: str | None, *, protocol: GroupProtocol = GroupProtocol.EAGER,
+                 **overrides: Any) -> Consumer:
+        """``protocol``: how it rebalances as a group member; ``overrides``: native settings."""
 
     @abc.abstractmethod
     def producer(self, **overrides: Any) -> Producer: ...

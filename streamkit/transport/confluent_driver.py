@@ -23,7 +23,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..settings import Settings
-from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
 from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_log
@@ -99,8 +99,18 @@ class FetchedMessage:
         return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
 
 
+def _protocol_config(protocol: GroupProtocol) -> dict[str, str]:
+    if protocol is GroupProtocol.CONSUMER:
+        # the broker's range assignor keeps partition p of equally sized topics on one member
+        return {"group.protocol": "consumer", "group.remote.assignor": "range"}
+    if protocol is GroupProtocol.COOPERATIVE:
+        return {"partition.assignment.strategy": "cooperative-sticky"}
+    return {"partition.assignment.strategy": "range"}
+
+
 class ConfluentConsumer(Consumer):
-    def __init__(self, settings: Settings, group_id: str | None, **overrides: Any) -> None:
+    def __init__(self, settings: Settings, group_id: str | None, *,
+                 protocol: GroupProtocol = GroupProtocol.EAGER, **overrides: Any) -> None:
         conf = confluent_common(settings)
         conf["logger"] = librdkafka_log  # through Python logging: -l governs it, rate limited
         conf.update(
@@ -118,6 +128,9 @@ class ConfluentConsumer(Consumer):
         )
         if settings.exactly_once:  # also makes committed-offset fetches wait for stable offsets
             conf["isolation.level"] = "read_committed"
+        conf.update(_protocol_config(protocol))
+        if protocol is GroupProtocol.CONSUMER:  # the broker owns these under KIP-848 (librdkafka refuses them)
+            del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
         conf.update(settings.consumer_config)
         conf.update(overrides)
         self._conf = conf
@@ -128,6 +141,7 @@ class ConfluentConsumer(Consumer):
         self._fetch_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-fetch")
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.protocol = protocol
         self._subscription: tuple[list[str], Any, Any] = ([], None, None)
         self._group_metadata: Any = None
         self._closed = False
@@ -211,7 +225,11 @@ class ConfluentConsumer(Consumer):
 
         def assign_then_notify(consumer: Any, partitions: list[TopicPartition]) -> None:
             # Apply the assignment first, so the callback can pause partitions (for recovery).
-            consumer.assign(partitions)
+            # Incremental protocols add to what the member keeps; eager replaces the whole set.
+            if self.protocol.incremental:
+                consumer.incremental_assign(partitions)
+            else:
+                consumer.assign(partitions)
             # The generation this assignment belongs to, for transactions. Asked from any other
             # thread while a rebalance callback runs, librdkafka blocks: take it here, instantly.
             self._group_metadata = consumer.consumer_group_metadata()
@@ -241,7 +259,7 @@ class ConfluentConsumer(Consumer):
         await loop.run_in_executor(None, lambda: self.client.list_topics(timeout=timeout))
 
     def group_metadata(self) -> Any:
-        """The metadata taken when the current assignment arrived (see ``subscribe``)."""
+        """The metadata taken when the current assignment arrived, refreshed after every poll."""
         if self._group_metadata is None:
             raise RuntimeError("no group assignment yet")
         return self._group_metadata
@@ -273,6 +291,12 @@ class ConfluentConsumer(Consumer):
         """What has arrived, as soon as anything has: ``consume(n, timeout)`` alone waits for
         ``n`` records or the whole timeout, which at a moderate rate is pure latency."""
         first = self.client.poll(timeout)
+        if self._group_metadata is not None:
+            # Rebalance callbacks run inside poll; incremental protocols (KIP-848 bumps the member
+            # epoch on every change, also for members that keep their partitions) may change
+            # the group's epoch without an assignment arriving here: a transaction must carry
+            # the current one, so take it after every poll, on the thread that owns the group.
+            self._group_metadata = self.client.consumer_group_metadata()
         if first is None:
             return []
         return [first, *self.client.consume(max_records - 1, 0)] if max_records > 1 else [first]
@@ -397,8 +421,9 @@ class ConfluentDriver(Driver):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
-    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
-        return ConfluentConsumer(self.settings, group_id, **overrides)
+    def consumer(self, group_id: str | None, *, protocol: GroupProtocol = GroupProtocol.EAGER,
+                 **overrides: Any) -> Consumer:
+        return ConfluentConsumer(self.settings, group_id, protocol=protocol, **overrides)
 
     def producer(self, **overrides: Any) -> Producer:
         return ConfluentProducer(self.settings, **overrides)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError, GroupFenced, ProducerFenced
-from .base import TP, Admin, Consumer, Driver, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .memory_faults import Faults, InjectedFault
 from .partitioner import partition_for_key
 from .pending import PendingDeliveries
@@ -137,14 +137,19 @@ class MemoryBroker:
         await asyncio.wait({fut}, timeout=timeout)
 
     async def rebalance(self, group: str) -> None:
-        """Revoke everything from every member, then hand out partitions again."""
+        """Hand out partitions again (Kafka's range assignor: contiguous ranges per topic, so
+        partition p of equally sized topics lands on one member). Eager: revoke everything from
+        every member first. Incremental (every member asked for it, like KIP-848): revoke only
+        what moves, then assign only what is new; the rest keeps being read throughout."""
         members = self.groups.get(group, [])
-        for member in members:
-            await member._revoke_all()
+        incremental = bool(members) and all(m.protocol.incremental for m in members)
+        if not incremental:
+            for member in members:
+                await member._revoke_all()
         self.generations[group] = self.generations.get(group, 0) + 1
         topics = sorted({t for m in members for t in m._topics})
         shares: dict[int, list[TP]] = {i: [] for i in range(len(members))}
-        for topic in topics:  # Kafka's range assignor: contiguous ranges per topic
+        for topic in topics:
             count = len(self.logs.get(topic, []))
             size, extra = divmod(count, len(members)) if members else (0, 0)
             start = 0
@@ -152,6 +157,12 @@ class MemoryBroker:
                 end = start + size + (1 if i < extra else 0)
                 shares[i].extend(TP(topic, p) for p in range(start, end))
                 start = end
+        if incremental:
+            for i, member in enumerate(members):
+                await member._revoke([tp for tp in member._positions if tp not in set(shares[i])])
+            for i, member in enumerate(members):
+                await member._assign_group([tp for tp in shares[i] if tp not in member._positions])
+            return
         for i, member in enumerate(members):
             await member._assign_group(shares[i])
 
@@ -165,8 +176,10 @@ class _Txn:
 
 class MemoryConsumer(Consumer):
     def __init__(self, broker: MemoryBroker, group_id: str | None, auto_offset_reset: str = "earliest",
-                 isolation_level: str = "read_uncommitted") -> None:
+                 isolation_level: str = "read_uncommitted", *,
+                 protocol: GroupProtocol = GroupProtocol.EAGER) -> None:
         self.broker = broker
+        self.protocol = protocol
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
         self.read_committed = isolation_level == "read_committed"
@@ -176,6 +189,7 @@ class MemoryConsumer(Consumer):
         self._on_assigned: RebalanceCallback | None = None
         self._on_revoked: RebalanceCallback | None = None
         self._needs_join = False
+        self._rejoining = False
         self.generation = 0
 
     async def start(self) -> None:
@@ -198,9 +212,14 @@ class MemoryConsumer(Consumer):
         self._needs_join = True
 
     async def _revoke_all(self) -> None:
-        if self._positions and self._on_revoked is not None:
-            await self._on_revoked(list(self._positions))
-        self._positions = {}
+        await self._revoke(list(self._positions))
+
+    async def _revoke(self, tps: list[TP]) -> None:
+        if tps and self._on_revoked is not None:
+            await self._on_revoked(tps)
+        for tp in tps:
+            self._positions.pop(tp, None)
+            self._paused.discard(tp)
 
     async def _assign_group(self, tps: list[TP]) -> None:
         committed = self.broker.committed.get(self.group_id or "", {})
@@ -227,6 +246,9 @@ class MemoryConsumer(Consumer):
             return {}
         if self._needs_join:
             self._needs_join = False
+            if self._rejoining:
+                self._rejoining = False
+                await self._revoke_all()
             await self.broker.rebalance(self.group_id or "")
         out = self._collect(max_records)
         if not out and timeout > 0:
@@ -298,7 +320,10 @@ class MemoryConsumer(Consumer):
         return (self.group_id or "", self.generation)
 
     def rejoin(self) -> None:
+        """Like a real client's unsubscribe + subscribe: the member gives up everything it holds
+        (whatever the protocol) and joins again."""
         self._needs_join = True
+        self._rejoining = True
 
 
 class MemoryProducer(Producer):
@@ -457,9 +482,10 @@ class MemoryDriver(Driver):
         self.settings = settings
         self.broker = MemoryBroker.named(settings.bootstrap_servers or "default")
 
-    def consumer(self, group_id: str | None, **overrides: Any) -> Consumer:
+    def consumer(self, group_id: str | None, *, protocol: GroupProtocol = GroupProtocol.EAGER,
+                 **overrides: Any) -> Consumer:
         return MemoryConsumer(self.broker, group_id, overrides.get("auto_offset_reset", self.settings.auto_offset_reset),
-                              overrides.get("isolation_level", self.settings.isolation_level))
+                              overrides.get("isolation_level", self.settings.isolation_level), protocol=protocol)
 
     def producer(self, **overrides: Any) -> Producer:
         return MemoryProducer(self.broker, overrides.get("transactional_id"))

@@ -1,0 +1,107 @@
+"""Incremental rebalancing: a worker joining takes only the partitions that move; the others are
+never revoked and keep being processed, and exactly-once stays exact. The protocol choice
+follows the topology (co-partitioned topics sharing tables need range semantics)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import streamkit as sk
+from streamkit.errors import ConfigurationError
+from streamkit.runtime.rebalancing import choose_protocol
+from streamkit.settings import Rebalancing
+from streamkit.testing import wait_for
+from streamkit.topology import build_topology
+from streamkit.transport import TP
+from streamkit.transport.base import GroupProtocol
+from tests.unit.test_exactly_once_memory import PARTITIONS, build, check_exact, send_inputs
+
+
+def _connect_revoked(app):
+    revoked: list[set[TP]] = []
+
+    async def note(_app, **kwargs):
+        revoked.append({tp for tp in kwargs["revoked"] if tp.topic == "numbers"})
+
+    app.on_partitions_revoked.connect(note)
+    return revoked
+
+
+@pytest.mark.parametrize("mode", ["worker", "partition"])
+async def test_a_joining_worker_takes_only_what_moves_and_eos_stays_exact(tmp_path, mode):
+    name = f"incr-{uuid.uuid4().hex[:6]}"
+    first, numbers, _, seen_a = build(name, tmp_path, mode, tag="a")
+    second, _, _, seen_b = build(name, tmp_path, mode, tag="b")
+    revoked = _connect_revoked(first)
+    async with first.running():
+        assert first.runtime.group_protocol.protocol is GroupProtocol.CONSUMER
+        await send_inputs(first, numbers, 0, 1000)
+        await wait_for(lambda: len(seen_a) > 200, 10)
+        async with second.running():
+            await wait_for(lambda: second.runtime.assigned and second.runtime.tables.ready, 10)
+            await send_inputs(first, numbers, 1000, 2000)
+            await wait_for(lambda: len(set(seen_a) | set(seen_b)) == 2000, 20)
+            kept = {tp for tp in first.runtime.assigned if tp.topic == "numbers"}
+            moved = {TP("numbers", p) for p in range(PARTITIONS)} - kept
+            assert kept and moved, (kept, moved)
+            assert revoked and set().union(*revoked) == moved, \
+                f"the first worker gave up {revoked}, but only {sorted(moved)} moved"
+        await wait_for(lambda: {TP("numbers", p) for p in range(PARTITIONS)} <= first.runtime.assigned
+                       and first.runtime.tables.ready, 10, message="the first worker took every partition back")
+        await first.runtime.checkpoint.commit()
+    check_exact(first, 2000)
+
+
+async def test_eager_rebalancing_revokes_every_partition(tmp_path):
+    """The contrast that makes the test above able to fail: eager gives up everything."""
+    name = f"eager-{uuid.uuid4().hex[:6]}"
+    first, numbers, _, seen_a = build(name, tmp_path, "worker", tag="a", rebalancing="eager")
+    second, _, _, _ = build(name, tmp_path, "worker", tag="b", rebalancing="eager")
+    revoked = _connect_revoked(first)
+    async with first.running():
+        assert first.runtime.group_protocol.protocol is GroupProtocol.EAGER
+        await send_inputs(first, numbers, 0, 100)
+        await wait_for(lambda: len(seen_a) == 100, 10)
+        async with second.running():
+            await wait_for(lambda: second.runtime.assigned and second.runtime.tables.ready, 10)
+            assert revoked[0] == {TP("numbers", p) for p in range(PARTITIONS)}
+
+
+def _topology(*, topics, table=True):
+    app = sk.App(f"t-{uuid.uuid4().hex[:6]}", broker="memory://x", driver="memory")
+    sources = [app.topic(t, partitions=4) for t in topics]
+    if table:
+        app.Table("counts", default=int)
+    for source in sources:
+        @app.agent(source, name=f"read_{source.name}")
+        async def read(stream):
+            async for _ in stream:
+                pass
+    return build_topology(app, topics, {t: 4 for t in topics})
+
+
+def test_protocol_follows_the_topology_and_the_broker():
+    one = _topology(topics=["a"])
+    two = _topology(topics=["a", "b"])
+    stateless_two = _topology(topics=["a", "b"], table=False)
+    auto, incremental, eager = Rebalancing.AUTO, Rebalancing.INCREMENTAL, Rebalancing.EAGER
+    assert choose_protocol(auto, "confluent", two, True).protocol is GroupProtocol.CONSUMER
+    assert choose_protocol(auto, "confluent", one, False).protocol is GroupProtocol.COOPERATIVE
+    assert choose_protocol(auto, "confluent", stateless_two, False).protocol is GroupProtocol.COOPERATIVE
+    shared = choose_protocol(auto, "confluent", two, False)
+    assert shared.protocol is GroupProtocol.EAGER and "a, b" in shared.reason
+    with pytest.raises(ConfigurationError, match="a, b feed the same tables"):
+        choose_protocol(incremental, "confluent", two, False)
+    assert choose_protocol(eager, "confluent", one, True).protocol is GroupProtocol.EAGER
+    assert choose_protocol(auto, "aiokafka", one, True).protocol is GroupProtocol.EAGER
+
+
+def test_settings_refuse_what_would_be_ignored():
+    with pytest.raises(ConfigurationError, match="needs driver='confluent'"):
+        sk.App("x", broker="kafka://127.0.0.1:1", rebalancing="incremental")
+    with pytest.raises(ConfigurationError, match="partition.assignment.strategy.*rebalancing="):
+        sk.App("x", broker="kafka://127.0.0.1:1", driver="confluent",
+               consumer_config={"partition.assignment.strategy": "roundrobin"})
+    with pytest.raises(ConfigurationError, match="rebalancing='sometimes'"):
+        sk.App("x", broker="kafka://127.0.0.1:1", rebalancing="sometimes")
