@@ -6,7 +6,9 @@ partition p is fed by all of them). KIP-848's server-side ``range`` assignor gua
 and is incremental; cooperative-sticky is incremental but does not; eager range does but stops
 everything on every rebalance. So:
 
-* broker with KIP-848 (Apache Kafka 4.x) and the confluent driver: ``consumer`` + ``range``;
+* broker with KIP-848 (Apache Kafka 4.x) and the confluent driver: ``consumer`` + ``range``, if
+  the broker accepts the group's ``session_timeout_ms`` (its minimum is 45 s by default: a
+  worker that would otherwise fail over in 10 s keeps the classic protocol under ``auto``);
 * otherwise confluent: cooperative-sticky, unless co-partitioned topics share tables (eager
   range then; ``rebalancing='incremental'`` refuses to start, naming the topics);
 * aiokafka: eager range (the only protocol it speaks);
@@ -17,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError
-from ..settings import DriverName, Rebalancing
+from ..settings import DriverName, Rebalancing, Settings
 from ..topology import Topology
-from ..transport.base import GroupProtocol
+from ..transport.base import Admin, GroupProtocol
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,34 @@ def choose_protocol(requested: Rebalancing, driver: str, topology: Topology, bro
                                                       "assignor keeps co-partitioned topics together")
     together = colocated_topics(topology)
     if not together:
-        return ProtocolChoice(GroupProtocol.COOPERATIVE, "the broker lacks KIP-848; no tables shared by several "
-                                                         "source topics, so cooperative-sticky is safe")
+        return ProtocolChoice(GroupProtocol.COOPERATIVE, "KIP-848 not usable on this broker; no tables shared by "
+                                                         "several source topics, so cooperative-sticky is safe")
     why = (f"topics {', '.join(together)} feed the same tables, so partition p of each must stay on one worker: "
-           "cooperative-sticky does not guarantee that and this broker lacks KIP-848's range assignor")
+           "cooperative-sticky does not guarantee that and KIP-848's range assignor is not usable on this broker")
     if requested == Rebalancing.INCREMENTAL:
         raise ConfigurationError(f"rebalancing='incremental' is not safe here: {why}; use rebalancing='auto' "
                                  "(eager range) or a broker with KIP-848 (Apache Kafka 4.x)")
     return ProtocolChoice(GroupProtocol.EAGER, why)
+
+
+async def apply_group_timeouts(admin: Admin, group: str, settings: Settings) -> list[str]:
+    """Under KIP-848 the broker owns the session timeout and heartbeat interval: ask it to use
+    ``session_timeout_ms``/``heartbeat_interval_ms`` for this group. Returns what it refused
+    (its minimum is above the value: a 45 s session by default), one line each."""
+    wanted = {"consumer.session.timeout.ms": str(settings.session_timeout_ms),
+              "consumer.heartbeat.interval.ms": str(settings.heartbeat_interval_ms)}
+    refused = await admin.set_group_config(group, wanted)
+    return [f"{name}={wanted[name]} ({why})" for name, why in refused.items()]
+
+
+def refused_timeouts_message(refused: list[str], requested: Rebalancing) -> str:
+    what = "; ".join(refused)
+    if requested == Rebalancing.INCREMENTAL:
+        return (f"rebalancing='incremental' uses KIP-848, and the broker refused {what}: its own group.consumer.* "
+                "timeouts apply, so a crashed worker's partitions move later than session_timeout_ms says; "
+                "lower group.consumer.min.session.timeout.ms / group.consumer.min.heartbeat.interval.ms on "
+                "the broker")
+    return (f"the broker speaks KIP-848 but refused {what}: keeping the classic protocol so that a crashed "
+            "worker's partitions move after session_timeout_ms; lower group.consumer.min.session.timeout.ms / "
+            "group.consumer.min.heartbeat.interval.ms on the broker to use KIP-848, or set "
+            "rebalancing='incremental' to use it with the broker's timeouts")

@@ -20,10 +20,10 @@ from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .membership import Membership
-from .rebalancing import ProtocolChoice, choose_protocol
+from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
+from .topic_admin import connect_admin
 from .router import Router
 from ..settings import DriverName, Rebalancing
-from ..transport.base import GroupProtocol
 from ..transport.broker_features import supports_consumer_group_protocol
 from ..topology import Topology, build_topology
 
@@ -156,14 +156,25 @@ class Runtime(Service):
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
 
     async def _choose_group_protocol(self, topology: Topology) -> ProtocolChoice:
+        """runtime/rebalancing.py decides; KIP-848 counts as available only if the broker has it
+        and (unless asked for explicitly) accepts this group's session timeout."""
         kip848 = False
-        if self.driver.name == DriverName.CONFLUENT and self.conf.rebalancing != Rebalancing.EAGER:
+        requested = self.conf.rebalancing
+        if self.driver.name == DriverName.CONFLUENT and requested != Rebalancing.EAGER:
             kip848 = await supports_consumer_group_protocol(self.conf)
-        choice = choose_protocol(self.conf.rebalancing, self.driver.name, topology, kip848)
+            if kip848:
+                admin = await connect_admin(self.driver, self.conf.bootstrap_servers, self.conf.broker_connect_timeout)
+                try:
+                    refused = await apply_group_timeouts(admin, self.app.id, self.conf)
+                finally:
+                    await admin.stop()
+                if refused:
+                    explicit = requested == Rebalancing.INCREMENTAL
+                    log.log(logging.WARNING if explicit else logging.INFO, "%s",
+                            refused_timeouts_message(refused, requested))
+                    kip848 = explicit
+        choice = choose_protocol(requested, self.driver.name, topology, kip848)
         log.info("%s", choice.describe())
-        if choice.protocol is GroupProtocol.CONSUMER and self.driver.name != DriverName.MEMORY:
-            log.info("under KIP-848 the broker's group.consumer.session.timeout.ms (45 s by default), not "
-                     "session_timeout_ms, decides how soon a crashed worker's partitions move")
         return choice
 
     async def _send_claim(self, topic: str, key: bytes, value: bytes) -> None:

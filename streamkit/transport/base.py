@@ -295,6 +295,11 @@ class Admin(abc.ABC):
         untrusted certificate, ...; transport/auth_errors.py), else None."""
         return None
 
+    async def set_group_config(self, group: str, values: dict[str, str]) -> dict[str, str]:
+        """Set KIP-848 group-level configs (``consumer.session.timeout.ms``...); returns the
+        broker's refusal per name (empty when all were set)."""
+        return {name: f"{type(self).__name__} cannot set group configs" for name in values}
+
 
 class Driver(abc.ABC):
     """Builds the three clients from settings."""

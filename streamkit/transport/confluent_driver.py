@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
@@ -413,6 +413,21 @@ class ConfluentAdmin(Admin):
             first = next(iter(topic.partitions.values()))
             out[name] = TopicInfo(name, len(topic.partitions), len(first.replicas))
         return out
+
+
+    async def set_group_config(self, group: str, values: dict[str, str]) -> dict[str, str]:
+        assert self._client is not None
+        refused: dict[str, str] = {}
+        for name, value in values.items():  # one request each: one refusal must not hide the others
+            entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            futures = self._client.incremental_alter_configs(
+                [ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])], request_timeout=15)
+            for fut in futures.values():
+                try:
+                    await asyncio.wrap_future(fut)
+                except KafkaException as exc:
+                    refused[name] = exc.args[0].str()
+        return refused
 
 
 class ConfluentDriver(Driver):
