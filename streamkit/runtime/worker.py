@@ -23,6 +23,7 @@ from .membership import Membership
 from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
 from .topic_admin import connect_admin
 from .router import Router
+from .tasks import TaskManager
 from ..settings import DriverName, Rebalancing
 from ..transport.broker_features import supports_consumer_group_protocol
 from ..topology import Topology, build_topology
@@ -55,6 +56,7 @@ class Runtime(Service):
         self.producer: Producer = None  # type: ignore[assignment]  # created in on_start
         self.consumer: Consumer | None = None
         self.group_protocol: ProtocolChoice | None = None  # chosen at start (runtime/rebalancing.py)
+        self.tasks = TaskManager(())  # replaced once the topology is frozen
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
         self.checkpoint: Checkpoint | None = None
@@ -126,6 +128,7 @@ class Runtime(Service):
         log.info("topology frozen: %d agent(s), %d table(s), reading %s", len(self.topology.agents),
                  len(self.topology.tables), ", ".join(self.topology.subscribed) or "nothing")
         log.debug("%s", self.topology.describe())
+        self.tasks = TaskManager(self.topology.copartitioned)
         self.group_protocol = await self._choose_group_protocol(self.topology)
         self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
         await self.consumer.start()
@@ -146,6 +149,7 @@ class Runtime(Service):
             self.tables.membership = self.membership
             self.tables.on_serving.append(self.membership.publish)
             self.membership.on_change.append(self.tables.membership_changed)
+            self.tables.on_resumed.append(self.tasks.restored)
             await self.tables.start()
         gc_tuning.acquire(self.conf.gc_young_threshold)
         self._gc_tuned = True
@@ -216,6 +220,7 @@ class Runtime(Service):
         waiting: list[TP] = []
         if self.tables is not None:
             waiting = await self.tables.rebalanced(self.assigned)
+        self.tasks.assigned(tps, waiting)
         if fencing:
             self.consumer.resume([tp for tp in tps if tp not in waiting])
         await self.app.on_partitions_assigned.send(assigned=set(tps))
@@ -226,8 +231,10 @@ class Runtime(Service):
         if not tps:
             return
         await self.app.on_partitions_revoked.send(revoked=set(tps))
+        self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
         await self.release(tps, self.conf.stop_timeout)
         self.assigned.difference_update(tps)
+        self.tasks.close(tps, "revoked")
         if self.txns is not None and self.txns.per_partition:
             kept = {self.txns.task_of(tp) for tp in self.assigned}
             await self.txns.close_units({self.txns.task_of(tp) for tp in tps} - kept)
@@ -288,6 +295,7 @@ class Runtime(Service):
         assert self.consumer is not None and self.checkpoint is not None
         tps = sorted(tp for tp in self.assigned if self.txns.task_of(tp) == task)  # v2: every partition
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
+        self.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
         self.consumer.pause(tps)
         self._rewind_positions(tps)
         self.checkpoint.forget(tps)
@@ -399,7 +407,9 @@ class Runtime(Service):
             await self.broker_watch.stop()
         bound = self.conf.stop_timeout if self.fatal is None else 0.5
         if self.consumer is not None and self.checkpoint is not None:
+            self.tasks.suspend(self.assigned, "worker stopping")
             await self.release(sorted(self.assigned), bound)
+            self.tasks.close(self.assigned, "worker stopped")
         for agent in self.app.agents.values():
             await agent.stop()
         if self.membership is not None:  # its "left" claim goes out with the final checkpoint

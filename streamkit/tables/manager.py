@@ -41,6 +41,7 @@ class TableManager:
         self._generation = 0
         self.replayed_total = 0
         self.on_serving: list[Any] = []  # async callbacks({table: [partitions]}) after each change
+        self.on_resumed: list[Callable[[list[TP]], None]] = []  # source partitions whose tables caught up
 
     async def announce(self) -> None:
         """Tell listeners (the web cluster) which table partitions this worker serves now."""
@@ -174,7 +175,7 @@ class TableManager:
             if ready and self.runtime.consumer is not None:
                 log.info("table partitions of %s recovered: processing them while others restore",
                          ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(ready)))
-                self.runtime.consumer.resume(ready)
+                self._resume(ready)
 
         try:
             if self.app.conf.exactly_once and paused:
@@ -199,8 +200,13 @@ class TableManager:
                  replayed, len(stores), time.monotonic() - progress.started)
         left = list(waiting)
         if left and self.runtime.consumer is not None:
-            self.runtime.consumer.resume(left)
+            self._resume(left)
         await self._serve_standby()
+
+    def _resume(self, tps: list[TP]) -> None:
+        self.runtime.consumer.resume(tps)
+        for callback in self.on_resumed:
+            callback(tps)
 
     async def _serve_standby(self) -> None:
         for table in self.tables:

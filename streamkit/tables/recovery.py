@@ -12,7 +12,7 @@ import asyncio
 import logging
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from ..transport.base import TP, Driver, Message
@@ -31,6 +31,7 @@ class RecoveryProgress:
     started: float = 0.0
     active: bool = False
     partitions: int = 0
+    per_partition: dict[TP, list[int]] = field(default_factory=dict)  # changelog -> [done, total]
 
     @property
     def rate(self) -> float:
@@ -91,6 +92,8 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
         ends = await consumer.end_offsets(tps)
         starts = {tp: (stores[tp].offset + 1 if stores[tp].offset is not None else 0) for tp in tps}
         progress.total += sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+        for tp in tps:
+            progress.per_partition[tp] = [0, max(0, ends[tp] - starts[tp])]
         progress.partitions += len(tps)
         await consumer.assign(tps, starts)
         positions = dict(starts)
@@ -110,6 +113,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                     positions[tp] = messages[-1].offset + 1
                     applied += len(messages)
                     progress.done += len(messages)
+                    progress.per_partition[tp][0] += len(messages)
                     last_data[tp] = last_any = now
             for tp in sorted(pending):
                 quiet = now - last_data[tp]

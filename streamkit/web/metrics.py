@@ -7,6 +7,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from ..runtime.tasks import TaskState
+
 if TYPE_CHECKING:
     from ..app import App
 
@@ -36,9 +38,24 @@ class _RuntimeCollector:
             if high is not None:
                 lag.add_metric([app_id, tp.topic, str(tp.partition)], max(0, high - delivered))
         yield lag
+        tasks = runtime.tasks
+        by_state = GaugeMetricFamily("streamkit_tasks", "Tasks on this worker per state (runtime/tasks.py)",
+                                     labels=["app", "state"])
+        for state in TaskState:
+            if state != TaskState.CLOSED:
+                by_state.add_metric([app_id, state.value], tasks.count(state))
+        yield by_state
         tables = runtime.tables
         if tables is not None:
             progress = tables.progress
+            tasks.progress(progress.per_partition)
+            remaining = GaugeMetricFamily("streamkit_task_restore_remaining",
+                                          "Changelog records a restoring task still has to replay",
+                                          labels=["app", "task"])
+            for task in tasks.tasks.values():
+                if task.state == TaskState.RESTORING:
+                    remaining.add_metric([app_id, str(task.number)], max(0, task.restore_total - task.restore_done))
+            yield remaining
             rec = GaugeMetricFamily("streamkit_recovery_records", "Changelog records of the current recovery",
                                     labels=["app", "state"])
             rec.add_metric([app_id, "done"], progress.done)

@@ -106,9 +106,14 @@ class WebServer:
         progress = tables.progress if tables is not None else None
         watch = runtime.broker_watch if runtime is not None else None
         broker_ok = watch is None or watch.reachable
+        tasks = runtime.tasks if runtime is not None else None
         ready = bool(runtime is not None and runtime.fatal is None and (tables is None or tables.ready)
-                     and runtime.rebalances > 0 and broker_ok)
+                     and tasks is not None and tasks.running and broker_ok)
         body: dict[str, Any] = {"ready": ready}
+        if tasks is not None:
+            if progress is not None:
+                tasks.progress(progress.per_partition)
+            body.update(tasks.describe())
         if not broker_ok:
             body["broker"] = {"reachable": False, "down_for_s": round(watch.down_for, 1), "error": watch.last_error}
         if progress is not None and progress.active:

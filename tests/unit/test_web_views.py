@@ -55,7 +55,7 @@ async def test_status_codes_metrics_and_failing_views(tmp_path):
         status, body = await get(session, f"{base}/tables")
         assert body["scores"]["local_partitions"] == [0, 1]
         assert (await get(session, f"{base}/health"))[0] == 200
-        assert (await get(session, f"{base}/ready")) == (200, {"ready": True})
+        assert (await get(session, f"{base}/ready")) == (200, {"ready": True, "tasks": {"running": 2}})
         status, body = await get(session, f"{base}/boom")
         assert status == 500 and "view failure" in body["error"]
         assert (await get(session, f"{base}/no-such-page"))[0] == 404
@@ -107,6 +107,7 @@ async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
         await wait_for(replaying.is_set, 10, message="the recovery started")
         status, body = await get(session, f"{base}/ready")
         assert status == 503 and body["ready"] is False and "recovery" in body, (status, body)
+        assert body["tasks"] == {"restoring": 2} and [t["task"] for t in body["restoring"]] == [0, 1], body
         finish.set()
 
         async def ready():
@@ -116,6 +117,29 @@ async def test_ready_is_false_during_a_slow_recovery(tmp_path, monkeypatch):
         status, body = await get(session, f"{base}/tables/scores/49")
         assert (status, body) == (200, {"key": 49, "value": 49})
         assert table[49] == 49
+
+
+async def test_a_stateless_worker_is_ready_once_it_has_its_assignment(tmp_path):
+    """No tables: nothing to restore, so /ready turns 200 with the first assignment (it used to
+    wait for a recovery that never comes) and reports the running tasks."""
+    port = free_port()
+    app = sk.App(f"stateless-{uuid.uuid4().hex[:6]}", broker="memory://stateless", driver="memory",
+                 web_port=port, data_dir=str(tmp_path))
+    src = app.topic("clicks", partitions=3)
+
+    @app.agent(src)
+    async def ignore(stream):
+        async for _ in stream:
+            pass
+
+    async with app.running(), aiohttp.ClientSession() as session:
+        async def ready():
+            return (await get(session, f"http://127.0.0.1:{port}/ready"))[0] == 200
+
+        await wait_for(ready, 10, interval=0.1, message="a stateless worker ready")
+        assert app.runtime.tables is None
+        status, body = await get(session, f"http://127.0.0.1:{port}/ready")
+        assert body == {"ready": True, "tasks": {"running": 3}}
 
 
 async def test_a_taken_web_port_is_a_clear_startup_error(tmp_path):

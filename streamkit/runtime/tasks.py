@@ -1,0 +1,150 @@
+"""Tasks: what one partition number of the co-partition group is doing on this worker.
+
+Kafka Streams' StreamTask is the model: task ``p`` owns partition ``p`` of every source topic and
+of every table. Its life is an explicit state machine, every transition logged here and nowhere
+else::
+
+    created -> restoring -> running -> suspended -> closed
+        \\___________________^    ^_________/  (a task kept through a rebalance resumes)
+
+``restoring``: its table partitions replay their changelogs (the sources stay paused);
+``running``: its records are processed; ``suspended``: revoked or fenced, finishing in-flight
+records and committing; ``closed``: gone from this worker. ``/ready`` is true once every task
+is running (a stateless worker's tasks run as soon as they are assigned); ``/ready`` and
+``/metrics`` report each restoring task's progress.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Iterable
+
+from ..transport.base import TP
+
+log = logging.getLogger("streamkit.tasks")
+
+
+class TaskState(StrEnum):
+    CREATED = "created"
+    RESTORING = "restoring"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    CLOSED = "closed"
+
+
+_ALLOWED: dict[TaskState, frozenset[TaskState]] = {
+    TaskState.CREATED: frozenset({TaskState.RESTORING, TaskState.RUNNING, TaskState.CLOSED}),
+    TaskState.RESTORING: frozenset({TaskState.RUNNING, TaskState.SUSPENDED, TaskState.CLOSED}),
+    TaskState.RUNNING: frozenset({TaskState.SUSPENDED, TaskState.RESTORING, TaskState.CLOSED}),
+    TaskState.SUSPENDED: frozenset({TaskState.RESTORING, TaskState.RUNNING, TaskState.CLOSED}),
+    TaskState.CLOSED: frozenset(),
+}
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+@dataclass
+class Task:
+    number: int
+    sources: set[TP] = field(default_factory=set)
+    state: TaskState = TaskState.CREATED
+    restore_done: int = 0
+    restore_total: int = 0
+
+    def move(self, to: TaskState, why: str) -> None:
+        if to == self.state:
+            return
+        if to not in _ALLOWED[self.state]:
+            raise IllegalTransition(f"task {self.number}: {self.state} -> {to} is not a transition ({why})")
+        log.info("task %d: %s -> %s (%s)", self.number, self.state.value, to.value, why)
+        self.state = to
+
+
+class TaskManager:
+    """The worker's tasks, kept in step with its assignment and its tables' recovery."""
+
+    def __init__(self, group_topics: Iterable[str]) -> None:
+        self.group_topics = frozenset(group_topics)  # the co-partitioned source topics
+        self.tasks: dict[int, Task] = {}
+        self.assigned_once = False
+
+    def _numbers(self, tps: Iterable[TP]) -> dict[int, set[TP]]:
+        out: dict[int, set[TP]] = {}
+        for tp in tps:
+            if tp.topic in self.group_topics:
+                out.setdefault(tp.partition, set()).add(tp)
+        return out
+
+    def assigned(self, tps: Iterable[TP], waiting: Iterable[TP]) -> None:
+        """``tps`` arrived; ``waiting``: source partitions paused until their tables recover."""
+        self.assigned_once = True
+        restoring = {tp.partition for tp in waiting if tp.topic in self.group_topics}
+        arrived = self._numbers(tps)
+        for number in restoring & set(self.tasks):  # kept tasks whose tables must catch up again
+            arrived.setdefault(number, set())
+        for number, sources in arrived.items():
+            task = self.tasks.get(number)
+            if task is None or task.state == TaskState.CLOSED:
+                task = self.tasks[number] = Task(number)
+            task.sources |= sources
+            if number in restoring:
+                task.move(TaskState.RESTORING, "its table partitions replay their changelogs")
+            else:
+                task.move(TaskState.RUNNING, "nothing to restore")
+
+    def restored(self, tps: Iterable[TP]) -> None:
+        """These source partitions were resumed: their tasks' tables caught up."""
+        for number in self._numbers(tps):
+            task = self.tasks.get(number)
+            if task is not None and task.state == TaskState.RESTORING:
+                task.move(TaskState.RUNNING, "changelogs caught up with the end offsets")
+
+    def suspend(self, tps: Iterable[TP], why: str) -> list[Task]:
+        """Tasks losing every source in ``tps`` (or some of them) stop taking records."""
+        touched = []
+        for number in self._numbers(tps):
+            task = self.tasks.get(number)
+            if task is not None and task.state != TaskState.CLOSED:
+                task.move(TaskState.SUSPENDED, why)
+                touched.append(task)
+        return touched
+
+    def close(self, tps: Iterable[TP], why: str) -> None:
+        for number, gone in self._numbers(tps).items():
+            task = self.tasks.get(number)
+            if task is None:
+                continue
+            task.sources -= gone
+            if not task.sources:
+                task.move(TaskState.CLOSED, why)
+                del self.tasks[number]
+            elif task.state == TaskState.SUSPENDED:
+                task.move(TaskState.RUNNING, "keeps its other source partitions")
+
+    def progress(self, per_changelog: dict[TP, list[int]]) -> None:
+        """Restore progress per task from the changelog partitions' (done, total)."""
+        for task in self.tasks.values():
+            mine = [v for tp, v in per_changelog.items() if tp.partition == task.number]
+            task.restore_done = sum(done for done, _ in mine)
+            task.restore_total = sum(total for _, total in mine)
+
+    def count(self, state: TaskState) -> int:
+        return sum(1 for t in self.tasks.values() if t.state == state)
+
+    @property
+    def running(self) -> bool:
+        """True once assigned and every task runs (a worker with no tasks runs nothing: ready)."""
+        return self.assigned_once and all(t.state == TaskState.RUNNING for t in self.tasks.values())
+
+    def describe(self) -> dict[str, object]:
+        """For /ready: counts per state and each restoring task's progress."""
+        states = {s.value: self.count(s) for s in TaskState if s != TaskState.CLOSED and self.count(s)}
+        restoring = [{"task": t.number, "done": t.restore_done, "total": t.restore_total}
+                     for t in sorted(self.tasks.values(), key=lambda t: t.number) if t.state == TaskState.RESTORING]
+        out: dict[str, object] = {"tasks": states}
+        if restoring:
+            out["restoring"] = restoring
+        return out

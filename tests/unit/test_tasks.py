@@ -1,0 +1,70 @@
+"""Tasks: one per partition number of the co-partition group, with an explicit state machine that
+follows assignment, recovery, revocation and stop."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import streamkit as sk
+from streamkit.runtime.tasks import IllegalTransition, Task, TaskManager, TaskState
+from streamkit.testing import wait_for
+from streamkit.transport import TP
+from tests.helpers import word_counter
+
+
+def tps(topic, *numbers):
+    return [TP(topic, n) for n in numbers]
+
+
+def test_lifecycle_of_a_task_and_the_transitions_it_refuses(caplog):
+    caplog.set_level("INFO", logger="streamkit.tasks")
+    manager = TaskManager(["clicks", "views"])
+    manager.assigned(tps("clicks", 0, 1) + tps("views", 0, 1) + [TP("app-__leader", 0)], waiting=tps("clicks", 1))
+    assert {n: t.state for n, t in manager.tasks.items()} == {0: TaskState.RUNNING, 1: TaskState.RESTORING}
+    assert manager.tasks[0].sources == {TP("clicks", 0), TP("views", 0)}  # internal topics make no task
+    assert not manager.running
+    manager.restored(tps("clicks", 1))
+    assert manager.running and manager.describe() == {"tasks": {"running": 2}}
+    manager.suspend(tps("clicks", 1), "revoked")
+    manager.close(tps("clicks", 1), "revoked")
+    assert manager.tasks[1].state == TaskState.RUNNING  # keeps views[1]: an incremental revoke of one topic
+    manager.suspend(tps("views", 1), "revoked")
+    manager.close(tps("views", 1), "revoked")
+    assert 1 not in manager.tasks and manager.running
+    assert "task 1: restoring -> running" in caplog.text
+    task = Task(7)
+    task.move(TaskState.CLOSED, "gone")
+    with pytest.raises(IllegalTransition, match="closed -> running"):
+        task.move(TaskState.RUNNING, "no")
+
+
+def test_restore_progress_per_task():
+    manager = TaskManager(["clicks"])
+    manager.assigned(tps("clicks", 0, 1), waiting=tps("clicks", 0, 1))
+    manager.progress({TP("app-counts-changelog", 0): [5, 10], TP("app-other-changelog", 0): [1, 2],
+                      TP("app-counts-changelog", 1): [0, 100]})
+    assert manager.describe()["restoring"] == [{"task": 0, "done": 6, "total": 12},
+                                               {"task": 1, "done": 0, "total": 100}]
+
+
+async def test_a_worker_moves_its_tasks_through_join_and_stop(tmp_path):
+    name = f"tasks-{uuid.uuid4().hex[:6]}"
+    apps = []
+    for tag in "ab":
+        app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                     data_dir=str(tmp_path / tag), commit_interval=0.05)
+        word_counter(app, partitions=4)
+        apps.append(app)
+    first, second = apps
+    async with first.running():
+        await wait_for(lambda: first.runtime.tasks.running and len(first.runtime.tasks.tasks) == 4, 10,
+                       message="four running tasks")
+        async with second.running():
+            await wait_for(lambda: second.runtime.tasks.running and len(second.runtime.tasks.tasks) == 2
+                           and len(first.runtime.tasks.tasks) == 2, 10, message="two tasks each")
+            assert set(first.runtime.tasks.tasks).isdisjoint(second.runtime.tasks.tasks)
+        await wait_for(lambda: first.runtime.tasks.running and len(first.runtime.tasks.tasks) == 4, 10,
+                       message="the first worker runs all four again")
+        tasks = first.runtime.tasks
+    assert tasks.tasks == {}  # stop closes every task
