@@ -52,3 +52,16 @@ def test_scale_out_measures_one_and_two_workers_in_their_stable_window(broker_ad
         assert run["window_s"] > 0 and 0 < run["window_records"] <= sum(run["processed"]), result
         assert run["records_per_s"] == pytest.approx(run["window_records"] / run["window_s"]), result
     assert math.isfinite(result["ratio"]) and result["ratio"] == pytest.approx(two["records_per_s"] / one["records_per_s"])
+
+
+def test_rebalance_gap_names_what_stayed_and_what_moved(broker_address):
+    """The documented command on a short schedule: a second worker joins, half the partitions move."""
+    proc = subprocess.run([sys.executable, "benchmarks/rebalance_gap.py", "--broker", broker_address, "--rate", "400",
+                           "--warmup", "4", "--after", "5", "--scenarios", "confluent-auto"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [result] = json.loads(proc.stdout[proc.stdout.index("{"):])["results"]
+    assert "rebalancing: " in result["protocol"] and "eager" not in result["protocol"], result
+    assert len(result["stayed"]) == 4 and len(result["moved"]) == 4, result
+    assert not set(result["stayed"]) & set(result["moved"]), result
+    assert result["records"] > 0 and result["moved_longest_handover_s"] > 0, result
