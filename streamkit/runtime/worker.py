@@ -220,7 +220,8 @@ class Runtime(Service):
         self.assigned.update(tps)
         self._owned_before = set(self.assigned)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
-        log.info("assigned %d partitions%s: %s", len(tps), " (leader)" if self.is_leader else "", describe_tps(tps))
+        log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
+                 describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
         fencing = self.txns is not None and self.txns.per_partition and bool(tps)
         if fencing:
             assert self.consumer is not None

@@ -53,8 +53,9 @@ def committed(broker, unique):
 
 
 def last_assignment(log_path, topic):
-    """The ``topic`` partitions of the worker's latest assignment, from its log."""
-    lines = [line for line in log_path.read_text().splitlines() if "assigned" in line]
+    """The ``topic`` partitions of the worker's latest assignment, from its log (the whole of it:
+    an incremental rebalance adds some and keeps the rest)."""
+    lines = [line.split("owns now:")[1] for line in log_path.read_text().splitlines() if "owns now:" in line]
     if not lines or f"{topic}[" not in lines[-1]:
         return set()
     return {int(p) for p in lines[-1].split(f"{topic}[")[1].split("]")[0].split(",")}
