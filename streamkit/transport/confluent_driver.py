@@ -105,7 +105,9 @@ def _protocol_config(protocol: GroupProtocol) -> dict[str, str]:
         return {"group.protocol": "consumer", "group.remote.assignor": "range"}
     if protocol is GroupProtocol.COOPERATIVE:
         return {"partition.assignment.strategy": "cooperative-sticky"}
-    return {"partition.assignment.strategy": "range"}
+    # librdkafka's default, "range,roundrobin": every member lists both, so the group uses range.
+    # (Naming range alone left a later joiner without partitions on the dev broker.)
+    return {}
 
 
 class ConfluentConsumer(Consumer):
