@@ -16,6 +16,7 @@ from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..streams.stream import Stream
 from .fold import Fold, per_record
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
+from .supervision import supervise
 
 if TYPE_CHECKING:
     from ..app import App
@@ -96,46 +97,40 @@ class Agent:
     # -- supervision ----------------------------------------------------------------------------
 
     async def _supervise(self, stream: Stream, body: Callable[[Stream], Any] | None = None) -> None:
-        # Only the record that failed last is counted: a record that later succeeds, or another
-        # record failing, starts a fresh count (nothing accumulates per record).
-        failing: tuple[str, int, int] | None = None
-        attempt = 0
-        while True:
-            try:
-                if body is not None:
-                    await body(stream)
-                elif self.is_generator:
-                    emit, now_processing = self._emit, _current_event.get
-                    async for output in self.fun(stream):  # the event may come from a through() stream
-                        await emit(output, now_processing())
-                else:
-                    await self.fun(stream)
-                log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)
-                await asyncio.sleep(0.1)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.restarts += 1
-                held = stream.held_events()
-                if not held:
-                    log.exception("agent %s crashed outside a record; restarting", self.name)
-                    await asyncio.sleep(0.1)
-                    continue
-                first = held[0]
-                key = (first.topic, first.partition, first.offset)
-                attempt = attempt + 1 if key == failing else 1
-                failing = key
-                log.exception("agent %s failed on %s[%d]@%d (attempt %d)", self.name, first.topic,
-                              first.partition, first.offset, attempt)
-                if attempt <= self.app.conf.agent_retries:
-                    stream.redeliver_held()
-                    continue
-                failing, attempt = None, 0
-                assert self._runtime is not None
-                for event in held:
-                    _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
-                    await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
-                stream.ack_held()
+        """Run the agent forever under the shared supervision rules (agents/supervision.py)."""
+
+        async def run_once(stream: Stream) -> None:
+            if body is not None:
+                await body(stream)
+            elif self.is_generator:
+                emit, now_processing = self._emit, _current_event.get
+                async for output in self.fun(stream):  # the event may come from a through() stream
+                    await emit(output, now_processing())
+            else:
+                await self.fun(stream)
+
+        async def returned() -> None:
+            log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)
+            await asyncio.sleep(0.1)
+
+        async def crashed(exc: BaseException) -> None:
+            self.restarts += 1
+            log.exception("agent %s crashed outside a record; restarting", self.name, exc_info=exc)
+            await asyncio.sleep(0.1)
+
+        def failed(first: Event, attempt: int, exc: BaseException) -> None:
+            self.restarts += 1
+            log.error("agent %s failed on %s[%d]@%d (attempt %d)", self.name, first.topic, first.partition,
+                      first.offset, attempt, exc_info=exc)
+
+        async def give_up(held: Any, exc: BaseException) -> None:
+            assert self._runtime is not None
+            for event in held:
+                _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
+                await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
+
+        await supervise(stream, run_once, retries=self.app.conf.agent_retries, give_up=give_up,
+                        returned=returned, crashed=crashed, failed=failed)
 
     async def _emit(self, value: Any, event: Event | None) -> None:
         """Send an agent's output to its sinks, and to the asker when the input was a request."""

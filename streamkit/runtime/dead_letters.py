@@ -37,11 +37,18 @@ def dead_letter_headers(message: Message, error: BaseException, stage: str, app_
     ]
 
 
-class ErrorPolicy:
-    """Applies the configured policy; counts what it did for metrics and tests."""
+DeadLetter = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]  # key, value, headers
 
-    def __init__(self, policy: str, app_id: str, dlq_topic: str, producer: Callable[[], Producer],
-                 on_stop: Callable[[BaseException], Awaitable[None]]) -> None:
+
+class ErrorPolicy:
+    """Applies the configured policy; counts what it did for metrics and tests.
+
+    ``judge`` is the decision, shared by the worker and Spark tasks (they differ only in where a
+    dead letter goes: the worker's producer, or the task's output rows); ``handle`` is the
+    worker's: it sends the dead letter, or halts the worker."""
+
+    def __init__(self, policy: str, app_id: str, dlq_topic: str, producer: Callable[[], Producer] | None = None,
+                 on_stop: Callable[[BaseException], Awaitable[None]] | None = None) -> None:
         self.policy = policy
         self.app_id = app_id
         self.dlq_topic = dlq_topic
@@ -61,19 +68,30 @@ class ErrorPolicy:
         log.error("%s failed for %s[%d]@%d, policy=%s: %s%s", stage, message.topic, message.partition,
                   message.offset, self.policy, error, more)
 
-    async def handle(self, stage: str, message: Message, error: BaseException) -> None:
-        """Deal with one failed record. Raises WorkerStopped under the ``stop`` policy."""
+    def judge(self, stage: str, message: Message, error: BaseException) -> DeadLetter | None:
+        """Log (rate-limited) and count one failed record; return its dead letter under ``dlq``,
+        None under ``skip``; raise WorkerStopped under ``stop``."""
         self._log(stage, message, error)
         if self.policy == "stop":
-            stopped = WorkerStopped(
+            raise WorkerStopped(
                 f"{stage} failed for {message.topic}[{message.partition}]@{message.offset} and "
                 f"error_policy=stop: {type(error).__name__}: {error}"
             )
-            await self._on_stop(stopped)
-            raise stopped
         if self.policy == "skip":
             self.counts["skip"] += 1
-            return
-        headers = dead_letter_headers(message, error, stage, self.app_id)
-        await self._producer().send(self.dlq_topic, message.key, message.value, headers=headers, track=False)
+            return None
         self.counts["dlq"] += 1
+        return message.key, message.value, dead_letter_headers(message, error, stage, self.app_id)
+
+    async def handle(self, stage: str, message: Message, error: BaseException) -> None:
+        """Deal with one failed record in the worker. Raises WorkerStopped under ``stop``."""
+        try:
+            letter = self.judge(stage, message, error)
+        except WorkerStopped as stopped:
+            if self._on_stop is not None:
+                await self._on_stop(stopped)
+            raise
+        if letter is not None:
+            assert self._producer is not None, "a worker's error policy has its producer"
+            key, value, headers = letter
+            await self._producer().send(self.dlq_topic, key, value, headers=headers, track=False)

@@ -2,12 +2,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import ConfigurationError
 from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy
 from .progress import Barrier, Batch, Event, Subscriber, processing
+
+
+def decode_batch(messages: Sequence[Message], decode_key: Callable[[Any], Any], decode_value: Callable[[Any], Any]
+                 ) -> tuple[list[Event], list[tuple[Message, Exception]]]:
+    """Decode a fetched batch into Events; the records that fail come back with their error.
+    The worker's router and Spark tasks both decode through this (one definition of a record)."""
+    events: list[Event] = []
+    failures: list[tuple[Message, Exception]] = []
+    append = events.append
+    for message in messages:
+        try:
+            append(Event(decode_key(message.key), decode_value(message.value), message))
+        except Exception as exc:
+            failures.append((message, exc))
+    return events, failures
 
 
 @dataclass
@@ -55,19 +70,13 @@ class Router:
         epoch = self.epoch
         route = self.routes.get(tp.topic)
         if route is not None:
-            decode_key = route.topic.key_codec.decode
-            decode_value = route.topic.value_codec.decode
-            events: list[Event] = []
-            append = events.append
-            for message in messages:
+            events, failures = decode_batch(messages, route.topic.key_codec.decode, route.topic.value_codec.decode)
+            for message, exc in failures:
+                token = processing.set(message)  # exactly-once: the DLQ record joins its source's transaction
                 try:
-                    append(Event(decode_key(message.key), decode_value(message.value), message))
-                except Exception as exc:
-                    token = processing.set(message)  # exactly-once: the DLQ record joins its source's transaction
-                    try:
-                        await self.errors.handle("decode", message, exc)
-                    finally:
-                        processing.reset(token)
+                    await self.errors.handle("decode", message, exc)
+                finally:
+                    processing.reset(token)
             if events:
                 for subscriber in route.subscribers:
                     if epoch != self.epoch:

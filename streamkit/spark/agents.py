@@ -5,20 +5,23 @@ over the task's records, and the stream ends (``EndOfInput``) when they are used
 fold runs through ``transformWithState``: Spark groups a micro-batch by key, the step function
 runs over each key's records in (partition, offset) order, and the state lives in Spark's state
 store. What Spark cannot reproduce exactly is refused before the query starts (``check_runnable``).
+Decoding, supervision (retries, then the error policy) and the policy itself are the worker's
+own code (runtime/router.decode_batch, agents/supervision.py, runtime/dead_letters.ErrorPolicy).
 """
 from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigurationError, SparkUnsupported
-from ..runtime.dead_letters import dead_letter_headers
+from ..errors import SparkUnsupported
+from ..agents.supervision import supervise
+from ..runtime.dead_letters import ErrorPolicy
 from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..runtime.router import decode_batch
 from ..streams.stream import Stream
 from ..transport.base import TP, Message
 from . import rows
@@ -27,7 +30,6 @@ from .apps import load_app
 if TYPE_CHECKING:
     from ..agents.agent import Agent
 
-log = logging.getLogger("streamkit.spark.agents")
 
 _REFUSED_METHODS = {
     "group_by": "it re-keys the stream through a repartition topic (read the re-keyed topic instead)",
@@ -135,34 +137,27 @@ class AgentRun:
         self.app = load_app(app_spec)
         self.agent: Agent = self.app.agents[agent_name]
         self.sinks = [sink.topic if isinstance(sink, Agent) else sink for sink in self.agent.sinks]
-        self.policy = self.app.conf.error_policy
+        app = self.app
+        self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name)  # the worker's rules
         self.out = SinkRows()
-        self.failures = 0
 
     def emit(self, event: Event, value: Any) -> None:
         for sink in self.sinks:
             self.out.add(sink.name, sink.key_codec.encode(event.key), sink.value_codec.encode(value))
 
     def failed(self, stage: str, message: Message, exc: BaseException) -> None:
-        where = f"{message.topic}[{message.partition}]@{message.offset}"
-        if self.policy == "stop":
-            raise ConfigurationError(f"{stage} failed for {where} and error_policy=stop: {exc!r}") from exc
-        self.failures += 1
-        if self.failures <= 10 or self.failures % 1000 == 0:  # a flood of bad records must not flood the log
-            log.error("%s failed for %s, policy=%s: %s (%d in this task)", stage, where, self.policy, exc,
-                      self.failures)
-        if self.policy == "dlq":
-            self.out.add(self.app.dlq_topic_name, message.key, message.value,
-                         dead_letter_headers(message, exc, stage, self.app.id))
+        """The worker's error policy (runtime/dead_letters.py); a dead letter becomes an output
+        row of the task, ``stop`` fails the task (and the query) with the reason."""
+        letter = self.errors.judge(stage, message, exc)
+        if letter is not None:
+            key, value, headers = letter
+            self.out.add(self.errors.dlq_topic, key, value, headers)
 
     def decode(self, messages: list[Message]) -> list[Event]:
-        decode_key, decode_value = self.agent.topic.key_codec.decode, self.agent.topic.value_codec.decode
-        events = []
-        for message in messages:
-            try:
-                events.append(Event(decode_key(message.key), decode_value(message.value), message))
-            except Exception as exc:
-                self.failed("decode", message, exc)
+        topic = self.agent.topic
+        events, failures = decode_batch(messages, topic.key_codec.decode, topic.value_codec.decode)
+        for message, exc in failures:
+            self.failed("decode", message, exc)
         return events
 
 
@@ -179,39 +174,38 @@ def messages_of(batch: pa.RecordBatch) -> list[Message]:
 
 
 async def drive(run: AgentRun, events: list[Event]) -> None:
-    """Feed ``events`` through the agent's generator with the worker's supervision rules: a
-    generator that returns is restarted on the same stream, a failing record is retried
-    ``agent_retries`` times and then given to the error policy."""
-    agent, retries = run.agent, run.app.conf.agent_retries
+    """Feed ``events`` through the agent's generator under the worker's own supervision loop
+    (agents/supervision.py): a body that returns after taking records runs again on the same
+    stream, a failing record is retried ``agent_retries`` times and then given to the error
+    policy; the stream's end (EndOfInput) ends the task's batch."""
+    agent = run.agent
     batch = Batch(TP(events[0].topic, events[0].partition), events)
     subscriber = Subscriber(f"spark:{agent.name}", 1)
     subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
     stream = Stream(subscriber, topic=agent.topic)
-    failing: tuple[int, int] | None = None
-    attempt = 0
-    while True:
+
+    async def run_once(stream: Stream) -> None:
         progress = (batch.acked, len(stream.held_events()))
-        try:
-            async for output in agent.fun(stream):
-                run.emit(processing.get(), output)
-            if (batch.acked, len(stream.held_events())) == progress:
-                raise RuntimeError(f"agent {agent.name} returned without taking a record")
-        except EndOfInput:
-            return
-        except Exception as exc:
-            held = stream.held_events()
-            if not held:
-                raise
-            where = (held[0].partition, held[0].offset)
-            attempt = attempt + 1 if where == failing else 1
-            failing = where
-            if attempt <= retries:
-                stream.redeliver_held()
-                continue
-            failing, attempt = None, 0
-            for event in held:
-                run.failed(f"agent {agent.name}", event.message, exc)
-            stream.ack_held()
+        async for output in agent.fun(stream):
+            run.emit(processing.get(), output)
+        if (batch.acked, len(stream.held_events())) == progress:
+            raise RuntimeError(f"agent {agent.name} returned without taking a record")
+
+    async def nothing() -> None:
+        pass
+
+    async def crashed(exc: BaseException) -> None:
+        raise exc
+
+    async def give_up(held: Any, exc: BaseException) -> None:
+        for event in held:
+            run.failed(f"agent {agent.name}", event.message, exc)
+
+    try:
+        await supervise(stream, run_once, retries=run.app.conf.agent_retries, give_up=give_up,
+                        returned=nothing, crashed=crashed)
+    except EndOfInput:
+        return
 
 
 class AgentTask:
