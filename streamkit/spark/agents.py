@@ -132,12 +132,21 @@ class AgentRun:
     """One agent's outputs and error policy as a task applies them (the worker's rules)."""
 
     def __init__(self, app_spec: str, agent_name: str) -> None:
+        self._setup(load_app(app_spec), agent_name)
+
+    @classmethod
+    def for_app(cls, app: Any, agent_name: str) -> "AgentRun":
+        """A run over an app object already imported (tests, the driver)."""
+        run = cls.__new__(cls)
+        run._setup(app, agent_name)
+        return run
+
+    def _setup(self, app: Any, agent_name: str) -> None:
         from ..agents.agent import Agent
 
-        self.app = load_app(app_spec)
-        self.agent: Agent = self.app.agents[agent_name]
+        self.app = app
+        self.agent: Agent = app.agents[agent_name]
         self.sinks = [sink.topic if isinstance(sink, Agent) else sink for sink in self.agent.sinks]
-        app = self.app
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name)  # the worker's rules
         self.out = SinkRows()
 

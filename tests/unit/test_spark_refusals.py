@@ -108,12 +108,10 @@ def test_sending_from_a_generator_is_refused():
 
 async def _outputs(agent_name, values, **conf):
     from streamkit.runtime.progress import Event
-    from streamkit.spark.agents import AgentRun, SinkRows, drive
+    from streamkit.spark.agents import AgentRun, drive
     from streamkit.transport.base import Message
 
-    run = AgentRun.__new__(AgentRun)  # the task's state, without importing the app by name
-    run.app, run.agent, run.sinks, run.policy, run.out = app, app.agents[agent_name], [out], "dlq", SinkRows()
-    run.failures = 0
+    run = AgentRun.for_app(app, agent_name)  # the task's state, without importing the app by name
     events = [Event(None, v, Message("refusals-in", 0, i, None, str(v).encode(), None, None))
               for i, v in enumerate(values)]
     await drive(run, events)
