@@ -307,7 +307,10 @@ class Runtime(Service):
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
         self.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
         self.consumer.pause(tps)
-        self._rewind_positions(tps)
+        # Back to the last committed offsets, whatever the rejoin does: an incremental rebalance
+        # may hand these partitions straight back without resetting their positions, and
+        # reading on from there would skip the records of the aborted transaction.
+        self._pending_seeks.update(self._rewind_positions(tps))
         self.checkpoint.forget(tps)
         if self.tables is not None:
             self.tables.drop(lambda n, p: self.txns.task_of_table(n, p) == task)

@@ -148,6 +148,7 @@ class ConfluentConsumer(Consumer):
         self._group_metadata: Any = None
         self._closed = False
         self._rebalancing = False
+        self._rejoin_pending = False
         self._inline_calls: queue.Queue = queue.Queue()
         self._inline_lock = threading.Lock()
 
@@ -190,6 +191,9 @@ class ConfluentConsumer(Consumer):
             finally:
                 with self._inline_lock:
                     self._rebalancing = False
+                    rejoin, self._rejoin_pending = self._rejoin_pending, False
+                if rejoin:  # runs on this (the fetch) thread once the callback has returned
+                    self._fetch_pool.submit(_logged, self._resubscribe)
                 while True:  # calls queued just before the flag dropped still run here
                     try:
                         item = self._inline_calls.get_nowait()
@@ -241,15 +245,19 @@ class ConfluentConsumer(Consumer):
         self.client.subscribe(list(topics), on_assign=assign_then_notify, on_revoke=revoke, on_lost=revoke)
 
     def rejoin(self) -> None:
-        if self._rebalancing:
-            return  # a rebalance (or the loss of the assignment) is what is happening already
+        """Leave and join again. Asked while a rebalance callback runs (it cannot leave the group
+        from inside one), it happens right after that callback: an incremental rebalance keeps
+        the member's other partitions, so skipping it would leave the fenced ones behind."""
+        with self._inline_lock:
+            if self._rebalancing:
+                self._rejoin_pending = True
+                return
+        self._fetch_pool.submit(_logged, self._resubscribe)
+
+    def _resubscribe(self) -> None:
         topics, on_assign, on_revoke = self._subscription
-
-        def resubscribe() -> None:
-            self.client.unsubscribe()
-            self.client.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
-
-        self._submit(resubscribe)
+        self.client.unsubscribe()
+        self.client.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
 
     async def position(self, tp: TP) -> int | None:
         [part] = await self._call(self.client.position, [TopicPartition(*tp)])
