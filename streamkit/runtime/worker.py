@@ -71,7 +71,6 @@ class Runtime(Service):
         self.fatal: BaseException | None = None
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
-        self._owned_before: set[TP] = set()  # the last assignment, kept through an eager revoke
         self.is_leader = False
         self.rebalances = 0
         self._loop_task: asyncio.Task | None = None
@@ -201,15 +200,8 @@ class Runtime(Service):
                 return
             await asyncio.sleep(0.001)
 
-    def _member_state(self) -> dict[str, Any]:
-        """What this worker tells the group's assignor when it joins: the partitions it owned
-        (an eager join comes after the revoke) and the standbys it keeps warm."""
-        standby = self.tables.standby_offsets() if self.tables is not None else {}
-        return {"owned": [[tp.topic, tp.partition] for tp in sorted(self._owned_before)], "standby": standby}
-
     def _subscribe(self) -> None:
         assert self.consumer is not None
-        self.consumer.set_member_state(self._member_state)
         topics = self.router.topics() + [self.app.leader_topic.name]
         self.consumer.subscribe(topics, self._on_assigned, self._on_revoked)
 
@@ -218,7 +210,6 @@ class Runtime(Service):
     async def _on_assigned(self, tps: list[TP]) -> None:
         self.rebalances += 1
         self.assigned.update(tps)
-        self._owned_before = set(self.assigned)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
         log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")

@@ -248,18 +248,6 @@ class TableManager:
         if force or set(tail) != set(self.tailer.stores):
             await self.tailer.restart(tail)
 
-    def standby_offsets(self) -> dict[str, int]:
-        """``"<partitions>:<number>" -> changelog offset`` of the standby copies being kept warm
-        (summed over tables): the assignor prefers the most caught-up holder of a task."""
-        out: dict[str, int] = {}
-        for tp, store in self.tailer.stores.items():
-            table = self._by_changelog.get(tp.topic)
-            if table is None or table.is_global:
-                continue
-            key = f"{table.partitions}:{tp.partition}"
-            out[key] = out.get(key, 0) + (store.offset if store.offset is not None else -1) + 1
-        return out
-
     async def membership_changed(self) -> None:
         """Members came or went: standby placement may have moved (not during a recovery: its
         end re-places them anyway)."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -19,7 +19,6 @@ from .partitioner import default_partitioner
 from .quiet import quiet_client_logs, with_reconnect_backoff
 from .auth_errors import aiokafka_diagnose
 from .security import aiokafka_common, compression
-from .task_assignor import TaskAssignor
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -40,7 +39,6 @@ def _tps(tps: Sequence[TP]) -> list[TopicPartition]:
 
 class AiokafkaConsumer(Consumer):
     def __init__(self, settings: Settings, group_id: str | None, **overrides: Any) -> None:
-        self._assignor = TaskAssignor()
         opts = aiokafka_common(settings)
         opts.update(
             group_id=group_id,
@@ -51,10 +49,9 @@ class AiokafkaConsumer(Consumer):
             heartbeat_interval_ms=settings.heartbeat_interval_ms,
             max_poll_interval_ms=settings.max_poll_interval_ms,
             max_poll_records=settings.fetch_max_records,
-            # Partition p of every equally sized topic on one member (tables are co-partitioned
-            # with their sources; aiokafka's default, round robin, is not), sticky and
-            # standby-aware (task_assignor.py); range where a member does not speak it.
-            partition_assignment_strategy=(self._assignor, RangePartitionAssignor),
+            # Range keeps partition p of every equally sized topic on one member: tables are
+            # co-partitioned with their sources (aiokafka's default, round robin, is not).
+            partition_assignment_strategy=(RangePartitionAssignor,),
             isolation_level=settings.isolation_level,
         )
         opts.update(settings.consumer_config)
@@ -69,9 +66,6 @@ class AiokafkaConsumer(Consumer):
 
     async def stop(self) -> None:
         await self._client.stop()
-
-    def set_member_state(self, state: Callable[[], dict[str, Any]]) -> None:
-        self._assignor.state = state
 
     def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
         self._subscription = (list(topics), _Listener(on_assigned, on_revoked))

@@ -212,10 +212,6 @@ class Consumer(abc.ABC):
         """Leave the current assignment and join the group again (after being fenced)."""
         raise NotImplementedError
 
-    def set_member_state(self, state: Callable[[], dict[str, Any]]) -> None:
-        """What this member tells the group's assignor when it joins (tasks owned, standbys
-        kept: transport/task_assignor.py). Ignored where the assignor is not ours."""
-
 
 class Producer(abc.ABC):
     """Sends without waiting per record; ``flush`` is the durability point."""
