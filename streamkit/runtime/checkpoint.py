@@ -62,6 +62,8 @@ class Checkpoint:
     def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True) -> dict[TP, int]:
         """Step 1: contiguous progress per partition (by default only where it moved since the
         last commit; a fire-and-forget commit may have been lost, so revoke and stop re-send all)."""
+        for tp in self.consumer.take_failed_commits():  # a lost fire-and-forget commit: send it again
+            self.committed.pop(tp, None)
         delivered = self.router.delivered
         wanted = delivered if tps is None else {tp: delivered[tp] for tp in tps if tp in delivered}
         offsets: dict[TP, int] = {}

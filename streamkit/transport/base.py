@@ -212,6 +212,12 @@ class Consumer(abc.ABC):
         """Leave the current assignment and join the group again (after being fenced)."""
         raise NotImplementedError
 
+    def take_failed_commits(self) -> set[TP]:
+        """Partitions whose ``commit(wait=False)`` the broker refused since the last call (a
+        commit racing a rebalance): the checkpoint sends them again. Clients that commit
+        synchronously report failures by raising instead."""
+        return set()
+
 
 class Producer(abc.ABC):
     """Sends without waiting per record; ``flush`` is the durability point."""

@@ -130,6 +130,7 @@ class ConfluentConsumer(Consumer):
         )
         if settings.exactly_once:  # also makes committed-offset fetches wait for stable offsets
             conf["isolation.level"] = "read_committed"
+        conf["on_commit"] = self._on_commit  # fire-and-forget commits report here (fetch thread)
         conf.update(_protocol_config(protocol))
         if protocol is GroupProtocol.CONSUMER:  # the broker owns these under KIP-848 (librdkafka refuses them)
             del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
@@ -149,6 +150,7 @@ class ConfluentConsumer(Consumer):
         self._closed = False
         self._rebalancing = False
         self._rejoin_pending = False
+        self._failed_commits: set[TP] = set()
         self._inline_calls: queue.Queue = queue.Queue()
         self._inline_lock = threading.Lock()
 
@@ -351,6 +353,19 @@ class ConfluentConsumer(Consumer):
         part = TopicPartition(tp.topic, tp.partition, offset)
         await self._on_fetch_thread(lambda: self.client.seek(part))
 
+
+    def _on_commit(self, err: Any, partitions: list[TopicPartition]) -> None:
+        failed = {TP(p.topic, p.partition) for p in partitions if err is not None or p.error is not None}
+        if failed:
+            log.info("an offset commit was refused (%s): the next checkpoint sends it again",
+                     err or next(p.error for p in partitions if p.error is not None))
+            with self._inline_lock:
+                self._failed_commits |= failed
+
+    def take_failed_commits(self) -> set[TP]:
+        with self._inline_lock:
+            failed, self._failed_commits = self._failed_commits, set()
+        return failed
 
     async def commit(self, offsets: dict[TP, int], *, wait: bool = True) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]

@@ -190,6 +190,7 @@ class MemoryConsumer(Consumer):
         self._on_revoked: RebalanceCallback | None = None
         self._needs_join = False
         self._rejoining = False
+        self._failed_commits: set[TP] = set()
         self.generation = 0
 
     async def start(self) -> None:
@@ -294,6 +295,9 @@ class MemoryConsumer(Consumer):
         faults.check_available("commit")
         if faults.take("fail_commits"):
             raise InjectedFault("offset commit failed (injected)")
+        if not wait and faults.take("lose_async_commits"):
+            self._failed_commits.update(offsets)
+            return
         self.broker.committed.setdefault(self.group_id or "", {}).update(offsets)
 
     async def committed(self, tps: Sequence[TP]) -> dict[TP, int | None]:
@@ -318,6 +322,10 @@ class MemoryConsumer(Consumer):
 
     def group_metadata(self) -> Any:
         return (self.group_id or "", self.generation)
+
+    def take_failed_commits(self) -> set[TP]:
+        failed, self._failed_commits = self._failed_commits, set()
+        return failed
 
     def rejoin(self) -> None:
         """Like a real client's unsubscribe + subscribe: the member gives up everything it holds

@@ -33,6 +33,9 @@ class Faults:
     """Per record: ``(topic, value) -> True`` makes that record's delivery fail."""
     fail_commits: int = 0
     """The next N consumer offset commits raise."""
+    lose_async_commits: int = 0
+    """The next N ``commit(wait=False)`` calls are refused after returning (as a commit racing
+    a rebalance is): reported through ``take_failed_commits``, like librdkafka's on_commit."""
     fail_txn_commits: int = 0
     """The next N transaction commits raise a retriable error before anything commits."""
     fail_txn_aborts: int = 0

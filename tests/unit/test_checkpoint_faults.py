@@ -188,6 +188,23 @@ async def test_at_least_once_a_failed_offset_commit_loses_nothing(tmp_path):
     assert changelog == expected_sums(N)
 
 
+async def test_a_periodic_commit_the_broker_refused_is_sent_again_with_nothing_new_to_process(tmp_path):
+    """A fire-and-forget commit can be refused after the call returned (librdkafka reports it
+    in on_commit: a commit racing an incremental rebalance). The next periodic checkpoint must
+    send it again even though nothing new was processed, or the group stays behind for good
+    (found on Apache Kafka: cooperative-sticky left 3 of 4 partitions uncommitted)."""
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10)
+        broker_of(app).faults.lose_async_commits = 1
+        await runtime.checkpoint.commit(wait=False)  # the periodic checkpoint: refused afterwards
+        assert not group_caught_up(app, numbers.name)
+        await runtime.checkpoint.commit(wait=False)  # nothing new processed: still sends it again
+        assert group_caught_up(app, numbers.name)
+
+
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 async def test_an_outage_longer_than_the_delivery_timeout_is_waited_out(tmp_path, guarantee):
     """The broker goes away mid-run (while record 150 is processed, so the rest of its batch is
