@@ -173,8 +173,17 @@ class Reader:
         self.consumer = Consumer({"bootstrap.servers": broker, "group.id": f"chaos-reader-{uuid.uuid4().hex[:8]}",
                                   "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
                                   "isolation.level": "read_committed" if committed else "read_uncommitted"})
-        meta = self.consumer.list_topics(topic, timeout=30)
-        partitions = sorted(meta.topics[topic].partitions) if topic in meta.topics else list(range(PARTITIONS))
+        # A topic created a moment ago can be listed without partitions yet (its leader is still
+        # being elected): assigning those would read nothing and count every output as missing.
+        deadline = time.monotonic() + 30
+        while True:
+            meta = self.consumer.list_topics(topic, timeout=30)
+            partitions = sorted(meta.topics[topic].partitions) if topic in meta.topics else []
+            if len(partitions) >= PARTITIONS:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {topic!r} has {len(partitions)} partitions in the metadata after 30 s")
+            time.sleep(0.2)
         self.consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         self.records: list = []
 
