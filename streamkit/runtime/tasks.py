@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
 from ..transport.base import TP
 
@@ -51,8 +51,6 @@ class Task:
     number: int
     sources: set[TP] = field(default_factory=set)
     state: TaskState = TaskState.CREATED
-    restore_done: int = 0
-    restore_total: int = 0
 
     def move(self, to: TaskState, why: str) -> None:
         if to == self.state:
@@ -124,12 +122,14 @@ class TaskManager:
             elif task.state == TaskState.SUSPENDED:
                 task.move(TaskState.RUNNING, "keeps its other source partitions")
 
-    def progress(self, per_changelog: dict[TP, list[int]]) -> None:
-        """Restore progress per task from the changelog partitions' (done, total)."""
-        for task in self.tasks.values():
-            mine = [v for tp, v in per_changelog.items() if tp.partition == task.number]
-            task.restore_done = sum(done for done, _ in mine)
-            task.restore_total = sum(total for _, total in mine)
+    def restoring(self, per_changelog: Mapping[TP, Sequence[int]]) -> dict[int, tuple[int, int]]:
+        """(done, total) changelog records of each restoring task, from the recovery's per
+        changelog partition counts (derived on demand: nothing to keep in step)."""
+        out: dict[int, tuple[int, int]] = {}
+        for number in sorted(n for n, t in self.tasks.items() if t.state == TaskState.RESTORING):
+            mine = [v for tp, v in per_changelog.items() if tp.partition == number]
+            out[number] = (sum(done for done, _ in mine), sum(total for _, total in mine))
+        return out
 
     def count(self, state: TaskState) -> int:
         return sum(1 for t in self.tasks.values() if t.state == state)
@@ -139,11 +139,11 @@ class TaskManager:
         """True once assigned and every task runs (a worker with no tasks runs nothing: ready)."""
         return self.assigned_once and all(t.state == TaskState.RUNNING for t in self.tasks.values())
 
-    def describe(self) -> dict[str, object]:
+    def describe(self, per_changelog: Mapping[TP, Sequence[int]] | None = None) -> dict[str, object]:
         """For /ready: counts per state and each restoring task's progress."""
         states = {s.value: self.count(s) for s in TaskState if s != TaskState.CLOSED and self.count(s)}
-        restoring = [{"task": t.number, "done": t.restore_done, "total": t.restore_total}
-                     for t in sorted(self.tasks.values(), key=lambda t: t.number) if t.state == TaskState.RESTORING]
+        restoring = [{"task": number, "done": done, "total": total}
+                     for number, (done, total) in self.restoring(per_changelog or {}).items()]
         out: dict[str, object] = {"tasks": states}
         if restoring:
             out["restoring"] = restoring

@@ -159,7 +159,8 @@ class MemoryBroker:
                 start = end
         if incremental:
             for i, member in enumerate(members):
-                await member._revoke([tp for tp in member._positions if tp not in set(shares[i])])
+                keep = set(shares[i])
+                await member._revoke([tp for tp in member._positions if tp not in keep])
             for i, member in enumerate(members):
                 await member._assign_group([tp for tp in shares[i] if tp not in member._positions])
             return

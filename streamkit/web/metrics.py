@@ -48,13 +48,11 @@ class _RuntimeCollector:
         tables = runtime.tables
         if tables is not None:
             progress = tables.progress
-            tasks.progress(progress.per_partition)
             remaining = GaugeMetricFamily("streamkit_task_restore_remaining",
                                           "Changelog records a restoring task still has to replay",
                                           labels=["app", "task"])
-            for task in tasks.tasks.values():
-                if task.state == TaskState.RESTORING:
-                    remaining.add_metric([app_id, str(task.number)], max(0, task.restore_total - task.restore_done))
+            for number, (done, total) in tasks.restoring(progress.per_partition).items():
+                remaining.add_metric([app_id, str(number)], max(0, total - done))
             yield remaining
             rec = GaugeMetricFamily("streamkit_recovery_records", "Changelog records of the current recovery",
                                     labels=["app", "state"])

@@ -111,9 +111,7 @@ class WebServer:
                      and tasks is not None and tasks.running and broker_ok)
         body: dict[str, Any] = {"ready": ready}
         if tasks is not None:
-            if progress is not None:
-                tasks.progress(progress.per_partition)
-            body.update(tasks.describe())
+            body.update(tasks.describe(progress.per_partition if progress is not None else None))
         if not broker_ok:
             body["broker"] = {"reachable": False, "down_for_s": round(watch.down_for, 1), "error": watch.last_error}
         if progress is not None and progress.active:

@@ -42,9 +42,9 @@ def test_lifecycle_of_a_task_and_the_transitions_it_refuses(caplog):
 def test_restore_progress_per_task():
     manager = TaskManager(["clicks"])
     manager.assigned(tps("clicks", 0, 1), waiting=tps("clicks", 0, 1))
-    manager.progress({TP("app-counts-changelog", 0): [5, 10], TP("app-other-changelog", 0): [1, 2],
+    per_changelog = ({TP("app-counts-changelog", 0): [5, 10], TP("app-other-changelog", 0): [1, 2],
                       TP("app-counts-changelog", 1): [0, 100]})
-    assert manager.describe()["restoring"] == [{"task": 0, "done": 6, "total": 12},
+    assert manager.describe(per_changelog)["restoring"] == [{"task": 0, "done": 6, "total": 12},
                                                {"task": 1, "done": 0, "total": 100}]
 
 
