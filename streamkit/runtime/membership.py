@@ -7,10 +7,20 @@ that it knows:
 
 - who serves a table partition (the newest claim naming it): web views forward there;
 - which members are alive (a claim within ``3 x HEARTBEAT``, no ``left`` since): standby
-  placement. A table partition's standbys are the ``N`` live members, other than its owner,
-  ranked highest for it by rendezvous hashing (``crc32(member|table|partition)``); every worker
-  computes the same answer from the same claims, so each partition has at most ``N`` warm
-  copies and they stay put while membership does not change.
+  placement. Every worker computes the same answer from the same claims, so each partition has
+  at most ``N`` warm copies and they stay put while membership does not change.
+
+Where the standbys go: a warm copy helps only on the worker that takes the partition over when
+its owner leaves (Kafka Streams' assignor steers the move to the copy, KIP-441; streamkit's
+clients cannot steer theirs). Under range assignment the move is predictable, so the copy goes
+there. Range gives each member, in the order of the member ids the group coordinator handed
+out, the next contiguous block of partitions; the claims show those blocks, hence the order.
+Once an owner leaves, range over the others in that order gives its partition to one of them:
+that is the first standby; the second is where it would go if the first left too, and so on.
+When the order is not visible (a live member serving none of the table's partitions) or the
+protocol is not range, standbys are the
+``N`` members ranked highest for the partition by rendezvous hashing
+(``crc32(member|table|partition)``).
 """
 from __future__ import annotations
 
@@ -40,9 +50,17 @@ class Member:
     at: float = 0.0
 
 
+def range_taker(number: int, partitions: int, members: int) -> int:
+    """Index, among ``members`` sorted members, of the one Kafka's range assignor gives
+    partition ``number`` of a ``partitions``-partition topic (the first ``extra`` get one more)."""
+    size, extra = divmod(partitions, members)
+    wide = extra * (size + 1)
+    return number // (size + 1) if number < wide else extra + (number - wide) // size
+
+
 class Membership:
     def __init__(self, driver: Driver, topic: str, send: Callable[[str, bytes, bytes], Awaitable[Any]], *,
-                 url: str | None = None, heartbeat: float = HEARTBEAT) -> None:
+                 url: str | None = None, heartbeat: float = HEARTBEAT, range_failover: bool = False) -> None:
         self.driver = driver
         self.topic = topic
         self.member_id = uuid.uuid4().hex[:12]
@@ -52,6 +70,7 @@ class Membership:
         self.claims: dict[tuple[str, int], tuple[float, str | None]] = {}  # (table, n) -> (at, url)
         self.on_change: list[Callable[[], Awaitable[None] | None]] = []
         self._send = send
+        self.range_failover = range_failover
         self._serving: dict[str, list[int]] = {}
         self._reader: Reader | None = None
         self._beat: asyncio.Task | None = None
@@ -136,10 +155,41 @@ class Membership:
         now = time.time() if now is None else now
         return [m for m in self.members.values() if now - m.at <= 3 * self.heartbeat]
 
-    def standbys(self, table: str, number: int, count: int) -> list[str]:
-        """The ``count`` live members other than the partition's owner that keep a warm copy."""
+    def standbys(self, table: str, number: int, count: int, partitions: int = 0) -> list[str]:
+        """The ``count`` live members other than the partition's owner that keep a warm copy of
+        partition ``number`` of ``table`` (``partitions`` partitions): see the module docstring."""
         live = self.live()
         owners = {m.id for m in live if number in m.tables.get(table, [])}
+        ranked = self._range_order(live, table) if self.range_failover and partitions else None
+        if ranked is not None:
+            return self._failover_order([m for m in ranked if m.id not in owners], number, partitions, count)
         candidates = [m.id for m in live if m.id not in owners]
         candidates.sort(key=lambda mid: zlib.crc32(f"{mid}|{table}|{number}".encode()), reverse=True)
         return candidates[:count]
+
+    @staticmethod
+    def _range_order(live: list[Member], table: str) -> list[Member] | None:
+        """The members in the order range hands out blocks (the first partition each serves, by
+        the newest claims: a crashed member's stale claim counts until it expires), or None
+        when the claims do not show it (a live member serving none of the table)."""
+        if any(not m.tables.get(table) for m in live):
+            return None
+        newest: dict[int, Member] = {}
+        for m in live:
+            for n in m.tables[table]:
+                if n not in newest or m.at > newest[n].at:
+                    newest[n] = m
+        first: dict[str, int] = {}
+        for n, m in newest.items():
+            first[m.id] = min(first.get(m.id, n), n)
+        return sorted((m for m in live if m.id in first), key=lambda m: first[m.id])
+
+    @staticmethod
+    def _failover_order(candidates: list[Member], number: int, partitions: int, count: int) -> list[str]:
+        """Who range gives partition ``number`` once its owner is gone; then once that one is
+        gone too; ``count`` deep. ``candidates`` are in range order."""
+        remaining = list(candidates)
+        chosen: list[str] = []
+        while remaining and len(chosen) < count:
+            chosen.append(remaining.pop(range_taker(number, partitions, len(remaining))).id)
+        return chosen

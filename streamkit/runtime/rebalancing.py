@@ -13,6 +13,13 @@ everything on every rebalance. So:
   range then; ``rebalancing='incremental'`` refuses to start, naming the topics);
 * aiokafka: eager range (the only protocol it speaks);
 * memory: incremental range (the KIP-848 model), so the runtime is tested under it.
+
+Standby replicas (``table_standby_replicas > 0``) are placed where the assignor will move a
+partition when its owner leaves (runtime/membership.py): that is predictable only for range over
+the members' sorted ids (classic range, and the memory broker). Cooperative-sticky and KIP-848
+decide from state streamkit cannot see, so a failover would usually land on a cold worker: under
+``auto`` a confluent worker with standbys uses eager range; ``rebalancing='incremental'`` keeps
+incremental joins and places standbys by hashing (warned).
 """
 from __future__ import annotations
 
@@ -28,6 +35,9 @@ from ..transport.base import Admin, GroupProtocol
 class ProtocolChoice:
     protocol: GroupProtocol
     reason: str
+    # the assignor hands a leaving member's partitions out by range over the sorted member ids
+    # of those left: standbys can be placed on the worker a failover will pick
+    range_failover: bool = True
 
     def describe(self) -> str:
         return f"rebalancing: {self.protocol.value} ({self.reason})"
@@ -41,7 +51,12 @@ def colocated_topics(topology: Topology) -> list[str]:
     return []
 
 
-def choose_protocol(requested: Rebalancing, driver: str, topology: Topology, broker_has_kip848: bool) -> ProtocolChoice:
+STANDBYS_NEED_RANGE = ("standbys are placed where a failover moves each partition, which only range "
+                       "assignment makes predictable")
+
+
+def choose_protocol(requested: Rebalancing, driver: str, topology: Topology, broker_has_kip848: bool,
+                    standbys: int = 0) -> ProtocolChoice:
     if requested == Rebalancing.EAGER:
         return ProtocolChoice(GroupProtocol.EAGER, "rebalancing='eager'")
     if driver == DriverName.AIOKAFKA:
@@ -50,13 +65,18 @@ def choose_protocol(requested: Rebalancing, driver: str, topology: Topology, bro
                                                    "rebalances incrementally")
     if driver == DriverName.MEMORY:
         return ProtocolChoice(GroupProtocol.CONSUMER, "memory broker: incremental range")
+    if standbys and requested == Rebalancing.AUTO and any(not t.is_global for t in topology.tables):
+        return ProtocolChoice(GroupProtocol.EAGER, f"table_standby_replicas={standbys}: {STANDBYS_NEED_RANGE}; "
+                                                   "rebalancing='incremental' prefers incremental joins instead")
     if broker_has_kip848:
         return ProtocolChoice(GroupProtocol.CONSUMER, "the broker speaks KIP-848: incremental, and its range "
-                                                      "assignor keeps co-partitioned topics together")
+                                                      "assignor keeps co-partitioned topics together",
+                              range_failover=False)
     together = colocated_topics(topology)
     if not together:
         return ProtocolChoice(GroupProtocol.COOPERATIVE, "KIP-848 not usable on this broker; no tables shared by "
-                                                         "several source topics, so cooperative-sticky is safe")
+                                                         "several source topics, so cooperative-sticky is safe",
+                              range_failover=False)
     why = (f"topics {', '.join(together)} feed the same tables, so partition p of each must stay on one worker: "
            "cooperative-sticky does not guarantee that and KIP-848's range assignor is not usable on this broker")
     if requested == Rebalancing.INCREMENTAL:

@@ -140,7 +140,8 @@ class Runtime(Service):
         if self.app.tables or self.conf.web_enabled:
             conf = self.conf
             url = (conf.web_advertised_url or f"http://{conf.web_host}:{conf.web_port}") if conf.web_enabled else None
-            self.membership = Membership(self.driver, self.app.cluster_topic.name, self._send_claim, url=url)
+            self.membership = Membership(self.driver, self.app.cluster_topic.name, self._send_claim, url=url,
+                                         range_failover=self.group_protocol.range_failover)
             await self.membership.start()
         if self.app.tables:
             assert self._table_manager is not None, "an app with tables passes its table manager"
@@ -177,8 +178,14 @@ class Runtime(Service):
                     log.log(logging.WARNING if explicit else logging.INFO, "%s",
                             refused_timeouts_message(refused, requested))
                     kip848 = explicit
-        choice = choose_protocol(requested, self.driver.name, topology, kip848)
+        standbys = self.conf.table_standby_replicas
+        choice = choose_protocol(requested, self.driver.name, topology, kip848, standbys)
         log.info("%s", choice.describe())
+        if standbys and not choice.range_failover:
+            log.warning("table_standby_replicas=%d with %s rebalancing: the assignor does not say where a "
+                        "failover moves a partition, so standbys are placed by hashing and a failover may "
+                        "land on a worker without a warm copy; rebalancing='auto' places them on the "
+                        "failover target (eager range)", standbys, choice.protocol.value)
         return choice
 
     async def _send_claim(self, topic: str, key: bytes, value: bytes) -> None:

@@ -229,8 +229,10 @@ class TableManager:
             for number in range(table.partitions):
                 if number in table.local:
                     continue
-                if membership is not None and membership.member_id not in membership.standbys(table.name, number, count):
-                    continue
+                if membership is not None:
+                    placed = membership.standbys(table.name, number, count, table.partitions)
+                    if membership.member_id not in placed:
+                        continue
                 out[TP(table.changelog.name, number)] = self._store(table, number)
         return out
 

@@ -52,34 +52,67 @@ async def test_auto_offset_reset_latest_starts_after_what_was_there(broker_addre
     assert seen and all(v.startswith("after-") for v in seen), seen  # nothing from before the start
 
 
-async def test_standby_replicas_on_a_broker_make_a_failover_replay_only_the_tail(broker_address, driver, unique, tmp_path):
+def standby_copies_match(apps, table_of):
+    """Every standby store holds what the partition's owner counted (decoded as the table does)."""
+    owned = {n: app for app in apps for n in table_of(app).local}
+    for app in apps:
+        table = table_of(app)
+        for tp, store in app.runtime.tables.tailer.stores.items():
+            copy = dict(table.entries.decode(k, raw) for k, raw in store.items())
+            owner = owned.get(tp.partition)
+            if owner is None or not copy or copy != {k: v for k, v in table_of(owner).items()
+                                                     if table.partition_of(table.key_codec.encode(k)) == tp.partition}:
+                return False
+    return True
+
+
+async def test_standby_replicas_on_a_broker_put_a_leaving_owners_partitions_on_warm_copies(broker_address, driver,
+                                                                                           unique, tmp_path):
+    """3 workers, one standby each partition: when one leaves, each partition it owned goes to
+    the worker that kept its standby, which replays nothing (the copy is current)."""
     name = f"standby-{unique}"
+    partitions = 6
 
     def worker(tag):
         app = make_app(name, broker_address, driver, table_standby_replicas=1, data_dir=str(tmp_path / tag))
-        words, counts, seen = word_counter(app, f"standby-words-{unique}", partitions=4)
-        return app, words, counts, seen
+        words, counts, seen = word_counter(app, f"standby-words-{unique}", partitions=partitions)
+        return app, words, seen
 
-    a, words, counts_a, seen_a = worker("a")
-    b, _, counts_b, seen_b = worker("b")
-    async with a.running():
-        async with b.running():
-            await wait_for(lambda: a.runtime.assigned and b.runtime.assigned and a.runtime.tables.ready
-                           and b.runtime.tables.ready, 60, message="both workers own partitions")
+    (a, words, seen_a), (b, _, seen_b), (c, _, seen_c) = worker("a"), worker("b"), worker("c")
+    apps = [a, b, c]
+    table_of = lambda app: app.tables["counts"]  # noqa: E731
+    async with a.running(), b.running():
+        async with c.running():
+            def settled():
+                if not all(x.runtime.tables is not None and x.runtime.tables.ready for x in apps):
+                    return False
+                owners = [n for x in apps for n in table_of(x).local]
+                views = [x.runtime.membership.live() for x in apps]
+                return (sorted(owners) == list(range(partitions))
+                        and all(len(v) == 3 for v in views))
+
+            await wait_for(settled, 90, message="three workers own the partitions and see each other")
             for i in range(400):
                 await words.send(key=f"w{i % 40}", value="x")
             await a.flush()
-            await wait_for(lambda: len(seen_a) + len(seen_b) == 400, 60, message="every record counted")
-            owned_by_b = {tp.partition for tp in b.runtime.assigned if tp.topic == words.name}
-            assert owned_by_b, "b owns some of the words"
-            keys_of_b = [f"w{i}" for i in range(40) if counts_b.partition_of(f"w{i}".encode()) in owned_by_b]
-            standby = a.runtime.tables.tailer
-            await wait_for(lambda: standby is not None and standby.applied >= len(keys_of_b), 30,
-                           message="a's standby copies of b's partitions caught up")
-            before = a.runtime.tables.replayed_total
-        # b left: a takes over b's partitions from its warm standby copies
-        await wait_for(lambda: len(counts_a) == 40 if a.runtime.tables.ready else False, 60,
-                       message="a serves every key after the failover")
-        assert dict(counts_a.items()) == {f"w{i}": 10 for i in range(40)}
-        # every key of b has at least one changelog record: replaying fewer means the copies were warm
-        assert a.runtime.tables.replayed_total - before < len(keys_of_b), "a replayed b's whole changelog"
+            await wait_for(lambda: len(seen_a) + len(seen_b) + len(seen_c) == 400, 60, message="every record counted")
+            await wait_for(lambda: standby_copies_match(apps, table_of), 60,
+                           message="every standby copy holds its owner's counts")
+            leaving = sorted(table_of(c).local)
+            assert leaving, "c owns some partitions"
+            membership = a.runtime.membership
+            warm = {n: membership.standbys("counts", n, 1, partitions)[0] for n in leaving}
+            by_member = {x.runtime.membership.member_id: x for x in apps}
+            before = {id(x): x.runtime.tables.replayed_total for x in (a, b)}
+        # c left: its partitions move, each to the worker that kept it warm
+
+        def taken_over():
+            return all(x.runtime.tables.ready for x in (a, b)) and sorted(
+                n for x in (a, b) for n in table_of(x).local) == list(range(partitions))
+
+        await wait_for(taken_over, 90, message="a and b serve every partition")
+        for n, member in warm.items():
+            assert n in table_of(by_member[member]).local, f"partition {n} did not go to its warm standby {member}"
+        assert [x.runtime.tables.replayed_total - before[id(x)] for x in (a, b)] == [0, 0], "a warm copy was replayed"
+        counts = {k: v for x in (a, b) for k, v in table_of(x).items()}
+        assert counts == {f"w{i}": 10 for i in range(40)}

@@ -129,3 +129,20 @@ async def test_a_fenced_member_whose_partitions_come_straight_back_rereads_the_a
                        and not runtime.router.holding(), 10, message="everything processed after the fence")
         await runtime.checkpoint.commit()
     check_exact(app, 150)
+
+
+def test_standby_replicas_keep_a_predictable_failover_unless_incremental_is_asked_for():
+    """Standbys sit where range moves a partition when its owner leaves; cooperative-sticky and
+    KIP-848 decide that elsewhere, so ``auto`` with standbys keeps range (and says why)."""
+    one = _topology(topics=["a"])
+    stateless = _topology(topics=["a"], table=False)
+    auto, incremental = Rebalancing.AUTO, Rebalancing.INCREMENTAL
+    for kip848 in (True, False):
+        warm = choose_protocol(auto, "confluent", one, kip848, standbys=1)
+        assert warm.protocol is GroupProtocol.EAGER and warm.range_failover
+        assert "table_standby_replicas=1" in warm.reason and "rebalancing='incremental'" in warm.reason
+        asked = choose_protocol(incremental, "confluent", one, kip848, standbys=1)
+        assert asked.protocol.incremental and not asked.range_failover
+    assert choose_protocol(auto, "confluent", stateless, False, standbys=1).protocol is GroupProtocol.COOPERATIVE
+    assert choose_protocol(auto, "aiokafka", one, False, standbys=1).range_failover
+    assert choose_protocol(auto, "memory", one, False, standbys=1).range_failover
