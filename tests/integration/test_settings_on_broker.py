@@ -88,7 +88,7 @@ async def test_standby_replicas_on_a_broker_put_a_leaving_owners_partitions_on_w
                     return False
                 owners = [n for x in apps for n in table_of(x).local]
                 views = [x.runtime.membership.live() for x in apps]
-                return (sorted(owners) == list(range(partitions))
+                return (sorted(owners) == list(range(partitions)) and all(table_of(x).local for x in apps)
                         and all(len(v) == 3 for v in views))
 
             await wait_for(settled, 90, message="three workers own the partitions and see each other")
