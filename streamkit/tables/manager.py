@@ -38,6 +38,8 @@ class TableManager:
         self.progress = RecoveryProgress()
         self.tailer = Tailer(runtime.driver, self.check_value, self.bad_changelog_record)
         self._recovering: asyncio.Task | None = None
+        self._placement_stale = False  # membership changed while a recovery ran
+        self._retailing = asyncio.Lock()  # one placement at a time: each reads the claims it acts on
         self._generation = 0
         self.replayed_total = 0
         self.on_serving: list[Any] = []  # async callbacks({table: [partitions]}) after each change
@@ -213,7 +215,11 @@ class TableManager:
             for part in table.local.values():
                 part.ready = True
         await self.announce()
+        self._placement_stale = False
         await self._retail(force=True)
+        while self._placement_stale:  # claims that arrived meanwhile
+            self._placement_stale = False
+            await self._retail()
 
     def _standby_stores(self) -> dict[TP, Store]:
         """The partitions this worker keeps warm: with ``table_standby_replicas=N``, those for which
@@ -238,6 +244,11 @@ class TableManager:
 
     async def _retail(self, *, force: bool = False) -> None:
         """Tail the standby and global-table partitions; close stores this worker no longer keeps."""
+        async with self._retailing:
+            await self._place(force)
+
+    async def _place(self, force: bool) -> None:
+        """Compute the placement from the claims known now and apply it."""
         tail = self._standby_stores()
         for table in self.tables:
             if table.is_global:
@@ -251,9 +262,10 @@ class TableManager:
             await self.tailer.restart(tail)
 
     async def membership_changed(self) -> None:
-        """Members came or went: standby placement may have moved (not during a recovery: its
-        end re-places them anyway)."""
+        """Members came or went: standby placement may have moved (during a recovery, its end
+        re-places them, again if claims arrive while it does)."""
         if self._recovering is not None and not self._recovering.done():
+            self._placement_stale = True
             return
         await self._retail()
 

@@ -74,14 +74,16 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                  on_done: Callable[[TP], None] | None = None, check: Check | None = None,
                  on_bad: OnBad | None = None, report_every: float = 3.0,
                  settle: float = 0.3, idle_limit: float = 3.0) -> int:
-    """Bring each store up to its changelog's end offset taken now; returns records applied.
+    """Bring each store up to its changelog's end; returns records applied.
 
     Each partition is done on its own (``on_done(tp)``, so its task can start processing while
-    bigger ones still restore): when its position reached the end offset and it has been quiet
-    for ``settle`` seconds (some brokers, the dev broker, under-report end offsets). A changelog
-    ending in transaction markers is done when the consumer's position (which passes the
-    markers) reaches the end; where a client cannot tell, a partition quiet for ``idle_limit``
-    seconds is done.
+    bigger ones still restore), when its position (which passes transaction markers) reaches
+    the end offset taken now and the end the fetch responses report (some brokers, the dev
+    broker among them, under-report the first). Offsets decide, except in two cases a client
+    cannot tell apart by offsets: a high watermark past what read_committed may read (an open
+    transaction, or records still on their way; confluent reports no last stable offset) ends
+    the partition once it is ``settle`` seconds quiet; a client that reports no end at all
+    ends it when the whole replay consumer is ``idle_limit`` seconds quiet.
     """
     if not stores:
         return 0
@@ -101,9 +103,21 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
         started = time.monotonic()
         last_data = dict.fromkeys(tps, started)  # when each partition last returned records
         last_any = started  # when any partition last returned records
-        asked = dict.fromkeys(tps, 0.0)  # when its position was last asked (markers)
         applied = 0
         last_report = started
+
+        async def caught_up(tp: TP, now: float) -> bool:
+            fetched, exact = consumer.fetched_end(tp)
+            if fetched is None:
+                return now - last_any >= idle_limit  # the whole consumer quiet: one partition
+                # can wait seconds for its turn while others deliver
+            target = max(ends[tp], fetched)
+            if positions[tp] < target:  # a log ending in transaction markers: the position passes them
+                positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
+            if positions[tp] >= target:
+                return True
+            return not exact and positions[tp] >= ends[tp] and now - last_data[tp] >= settle
+
         while pending:
             batches = await consumer.getmany(0.1, 10000)
             now = time.monotonic()
@@ -116,15 +130,9 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                     progress.per_partition[tp][0] += len(messages)
                     last_data[tp] = last_any = now
             for tp in sorted(pending):
-                quiet = now - last_data[tp]
-                if quiet < settle:
-                    continue
-                if positions[tp] < ends[tp] and now - asked[tp] >= settle:
-                    asked[tp] = now  # a log ending in transaction markers: the position passes them
-                    positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
-                # The idle fallback needs the whole consumer quiet: one partition can wait seconds
-                # for its turn while others deliver, and ending it then would lose its tail.
-                if positions[tp] >= ends[tp] or now - last_any >= idle_limit:
+                if batches.get(tp) and positions[tp] < ends[tp]:
+                    continue  # still delivering: no need to ask where it ends
+                if await caught_up(tp, now):
                     pending.discard(tp)
                     consumer.pause([tp])
                     if on_done is not None:

@@ -59,6 +59,7 @@ class AiokafkaConsumer(Consumer):
         self._client = AIOKafkaConsumer(**opts)
         with_reconnect_backoff(self._client._client)
         self._group_id = group_id
+        self._read_committed = opts.get("isolation_level") == "read_committed"
         self._subscription: tuple[list[str], Any] = ([], None)
 
     async def start(self) -> None:
@@ -124,6 +125,15 @@ class AiokafkaConsumer(Consumer):
             return self._client.highwater(TopicPartition(*tp))
         except Exception:  # not assigned any more
             return None
+
+    def fetched_end(self, tp: TP) -> tuple[int | None, bool]:
+        if self._read_committed:
+            try:
+                stable = self._client.last_stable_offset(TopicPartition(*tp))
+            except Exception:  # not assigned any more
+                return None, False
+            return (stable, True) if stable is not None and stable >= 0 else (None, False)
+        return self.highwater(tp), True
 
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         ends = await self._client.end_offsets(_tps(tps))

@@ -198,6 +198,13 @@ class Consumer(abc.ABC):
         """The last high watermark the client saw for ``tp`` (no request); None if unknown."""
         return None
 
+    def fetched_end(self, tp: TP) -> tuple[int | None, bool]:
+        """Where the last fetch response said the log of ``tp`` ends for this consumer (no
+        request), and whether that is exact: the last stable offset under read_committed, or the
+        high watermark when uncommitted records are readable. Not exact: a high watermark that
+        may lie past records an open transaction holds back. ``(None, False)`` before a fetch."""
+        return None, False
+
     async def position(self, tp: TP) -> int | None:
         """The offset the next fetch of ``tp`` starts at: past skipped transaction markers,
         unlike the last record's offset + 1."""

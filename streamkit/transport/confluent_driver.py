@@ -137,6 +137,7 @@ class ConfluentConsumer(Consumer):
         conf.update(settings.consumer_config)
         conf.update(overrides)
         self._conf = conf
+        self._read_committed = conf.get("isolation.level") == "read_committed"
         self._client: CKConsumer | None = None
         # One thread fetches and runs every group operation (commit, pause, resume, seek):
         # between fetches, or inline while a rebalance callback blocks it (module docstring).
@@ -386,6 +387,10 @@ class ConfluentConsumer(Consumer):
         except KafkaException:
             return None
         return high if high >= 0 else None
+
+    def fetched_end(self, tp: TP) -> tuple[int | None, bool]:
+        # librdkafka caches the high watermark only, also under read_committed
+        return self.highwater(tp), not self._read_committed
 
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         out = {}

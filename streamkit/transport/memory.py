@@ -307,13 +307,16 @@ class MemoryConsumer(Consumer):
         return {tp: group.get(tp) for tp in tps}
 
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
-        self.broker.faults.check_available("end_offsets")
-        if self.read_committed:
-            return {tp: self.broker.stable_offset(tp) for tp in tps}
-        return {tp: self.broker.end_offset(tp) for tp in tps}
+        faults = self.broker.faults
+        faults.check_available("end_offsets")
+        end = self.broker.stable_offset if self.read_committed else self.broker.end_offset
+        return {tp: max(0, end(tp) - faults.end_offsets_short_by) for tp in tps}
 
     def highwater(self, tp: TP) -> int | None:
         return self.broker.end_offset(tp)
+
+    def fetched_end(self, tp: TP) -> tuple[int | None, bool]:
+        return (self.broker.stable_offset(tp) if self.read_committed else self.broker.end_offset(tp)), True
 
     async def position(self, tp: TP) -> int | None:
         return self._positions.get(tp)

@@ -40,6 +40,9 @@ class Faults:
     """The next N transaction commits raise a retriable error before anything commits."""
     fail_txn_aborts: int = 0
     """The next N transaction aborts raise."""
+    end_offsets_short_by: int = 0
+    """ListOffsets answers this many records short of the end (as the dev broker does: its
+    "latest" is the last batch's base offset + 1); fetches still see the whole log."""
     delivery_timeout: float = 30.0
     """Seconds a record buffered during an outage waits before its delivery fails."""
     unavailable_until: float = 0.0
