@@ -55,3 +55,30 @@ async def test_task_transactional_ids_name_the_app_the_task_and_the_partition_co
         assert sorted(txns.units) == [(4, 2)]
     finally:
         await txns.stop()
+
+
+async def test_sends_wait_while_a_commit_holds_them_and_go_into_the_next_transaction():
+    """EOS v2 (one unit): a send made while the checkpoint commits must not join the committing
+    transaction; it waits, then joins the next one."""
+    import asyncio
+
+    name = f"units-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory")
+    driver = MemoryDriver(app.conf)
+    driver.broker.create_topic("out", 1)
+    txns = TransactionalProducer(driver, name, per_partition=False, transactional_id=f"{name}-w",
+                                 partition_count=lambda topic: 1)
+    await txns.start()
+    try:
+        async with txns.sends_paused():
+            held = asyncio.create_task(txns.send("out", b"k", b"late", partition=0))
+            await asyncio.sleep(0)
+            assert not txns.try_send("out", b"k", b"refused", 0), "try_send went through a paused gate"
+            await txns.commit({}, name)
+            assert not held.done() and not txns.dirty, "a send joined the committing transaction"
+        await held
+        assert txns.dirty == {(0, 0)}  # the send is in the transaction opened after the commit
+        await txns.commit({}, name)
+        assert [m.value for m in driver.broker.logs["out"][0] if m.value is not None] == [b"late"]
+    finally:
+        await txns.stop()
