@@ -120,11 +120,14 @@ class App:
 
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
-              help: str = "") -> Any:
-        """A changelog-backed dict, co-partitioned with the topics whose records write to it."""
+              help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None) -> Any:
+        """A changelog-backed dict, co-partitioned with the topics whose records write to it;
+        ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py)."""
         from .tables.table import Table
 
-        return self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
+        table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
+        table.on_window_close = on_window_close
+        return table
 
     def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                     value_type: Any = None, partitions: int | None = None, store: str | None = None,

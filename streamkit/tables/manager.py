@@ -298,7 +298,18 @@ class TableManager:
             for i, (key, value) in enumerate(batch.items()):  # only the last offset is needed
                 fut = await producer.send(topic, key, value, partition=number, track=i == final)
             last[(table.name, number)] = fut
+        for table in self.tables:  # windows closed at this checkpoint, in the same transaction
+            for number in list(getattr(table, "_emitting", {})):
+                await self._emit_closed(table, number, producer_for(table.partitions, number))
         return last
+
+    @staticmethod
+    async def _emit_closed(table: Any, number: int, producer: Producer) -> None:
+        for key, window, value, key_bytes in table.take_emits(number):
+            await table.window_closed(key, window, value)
+            if table.final_topic is not None:
+                await producer.send(table.final_topic.name, key_bytes, table.final_record(window, value),
+                                    partition=number)
 
     def apply(self, changes: Changes, last: dict[tuple[str, int], Any],
               keep: Callable[[int, int], bool] | None = None) -> None:
@@ -329,9 +340,9 @@ class TableManager:
         """Exactly-once rollback: forget uncommitted writes of the selected partitions, so reads
         fall through to the store, which holds the last committed state."""
         for table in self.tables:
-            for number, part in table.local.items():
+            for number in list(table.local):
                 if select(table.partitions, number):
-                    part.forget_writes()
+                    table.forget_writes(number)
 
 
 def _close_store(store: Store, what: str) -> None:

@@ -64,8 +64,9 @@ class Table:
 
     def __init__(self, app: "App", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                  value_type: Any = None, partitions: int | None = None, store: str | None = None,
-                 help: str = "") -> None:
+                 help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None) -> None:
         self.app = app
+        self.on_window_close = on_window_close  # windowed tables call it (windows.py)
         self.name = name
         self.default = default
         self.key_type = key_type
@@ -95,6 +96,31 @@ class Table:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} partitions={self.partitions} store={self.store_url}>"
+
+    # -- windows (windows.py) -------------------------------------------------------------------
+
+    def tumbling(self, size: Any, expires: Any = None, *, grace: Any = 0, key_index: bool = False) -> Any:
+        """Fixed, non-overlapping windows of ``size`` (seconds or timedelta). ``key_index``
+        (Faust) is accepted: windowed tables are always iterable."""
+        from .windows import TumblingWindow, make_windowed
+
+        return make_windowed(self, TumblingWindow(size, expires=expires, grace=grace))
+
+    def hopping(self, size: Any, step: Any, expires: Any = None, *, grace: Any = 0, key_index: bool = False) -> Any:
+        """Windows of ``size`` starting every ``step``: a record falls in ``size / step`` of them."""
+        from .windows import Window, make_windowed
+
+        return make_windowed(self, Window(size, step, expires=expires, grace=grace))
+
+    def sliding(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConfigurationError(f"table {self.name!r}: sliding windows are not available yet; use tumbling(size) "
+                                 "or hopping(size, step)")
+
+    def forget_writes(self, number: int) -> None:
+        """Back to the store's committed state for partition ``number`` (a rolled-back checkpoint)."""
+        part = self.local.get(number)
+        if part is not None:
+            part.forget_writes()
 
     # -- placement ------------------------------------------------------------------------------
 
@@ -308,6 +334,8 @@ def resolve_partitions(tables: Iterable[Table], sources: dict[str, int]) -> None
     """
     tables = list(tables)
     problems = [p for p in (check_copartitioning(t, sources) for t in tables) if p]
+    problems += [f"table {t.name!r} has on_window_close but no window: call .tumbling(size) or .hopping(size, step) "
+                 "on it (or drop on_window_close)" for t in tables if t.on_window_close and not hasattr(t, "window")]
     if problems:
         raise ConfigurationError("; ".join(problems))
     counts = set(sources.values())

@@ -67,6 +67,18 @@ class _RuntimeCollector:
                                          labels=["app"])
             tailer.add_metric([app_id], tables.tailer.failures)
             yield tailer
+            windowed = [t for t in tables.tables if hasattr(t, "window")]
+            if windowed:
+                late = CounterMetricFamily("streamkit_window_late_records",
+                                           "Records whose update to a closed window was dropped",
+                                           labels=["app", "table"])
+                closed = CounterMetricFamily("streamkit_windows_closed", "Windows closed and emitted",
+                                             labels=["app", "table"])
+                for table in windowed:
+                    late.add_metric([app_id, table.name], table.late_records)
+                    closed.add_metric([app_id, table.name], table.windows_closed)
+                yield late
+                yield closed
         watch = runtime.broker_watch
         if watch is not None:
             up = GaugeMetricFamily("streamkit_broker_reachable", "0 while the broker is unreachable", labels=["app"])

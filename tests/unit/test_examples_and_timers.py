@@ -131,3 +131,21 @@ async def test_app_timer_runs_inside_the_worker():
     async with app.running():
         await wait_for(lambda: len(ticks) >= 3, 5)
     assert all(ticks)
+
+
+async def test_pageviews_example_emits_each_closed_minute_once(monkeypatch, tmp_path):
+    from streamkit.transport.memory import MemoryBroker
+
+    ex = load_example("pageviews", monkeypatch, tmp_path)
+    async with ex.app.running():
+        await ex.feed(600)  # 10 minutes of views of 3 pages
+        broker = MemoryBroker.named(ex.app.conf.bootstrap_servers)
+
+        def emitted():
+            return ex.final_counts([(m.key, m.value) for part in broker.logs.get(ex.per_minute.name, [])
+                                    for m in part if m.value is not None])
+
+        await wait_for(lambda: len(emitted()) == 30, 20, message="10 minutes of 3 pages emitted")
+        rows = emitted()
+        assert [n for page, start, n in rows if page == "/page/0"] == [20] * 10
+        assert sum(n for _, _, n in rows) == 600 and len(set(rows)) == 30

@@ -1,0 +1,523 @@
+"""Windowed tables: ``app.Table(...).tumbling(size)`` / ``.hopping(size, step)`` as in Faust,
+closed by stream time as in Kafka Streams.
+
+State is one table entry per (key, window start). The store key is the key's bytes,
+length-prefixed, then the window start (big-endian, sign-flipped), so one key's windows are one
+ordered range of the store; the partition is the key's own, so the table stays co-partitioned
+with the topic whose records write it.
+
+Time: each record's event time (``relative_to_stream``, the default: the record's timestamp;
+``relative_to_field(Model.field)``: a datetime or epoch-seconds field of the value) or the wall
+clock (``relative_to_now``). Each partition keeps its *stream time*, the largest event time its
+records carried, in the table itself (so it is checkpointed, in the exactly-once transaction,
+and recovered with the windows). A window ``[start, end)`` closes when the stream time reaches
+``end + grace``: at the next checkpoint its final value goes to ``on_window_close((key, (start,
+end)), value)`` (Faust's signature, seconds) and, with ``.final(topic)``, to that topic once, in
+the same transaction as the offsets that closed it. A record for a closed window is *late*:
+its update to that window is dropped and counted (``late_records``), never merged. Windows are
+deleted ``expires`` after their start (default ``size + grace``: when they close), with
+changelog tombstones, so the store and the changelog stay bounded.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import struct
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
+
+import orjson
+
+from ..errors import ConfigurationError
+from ..streams.stream import current_event
+from ..transport.partitioner import partition_for_key
+from .table import _MISSING, DELETED, Table, TablePartition
+from .values import TableEntries
+
+if TYPE_CHECKING:
+    from ..topics import Topic
+
+log = logging.getLogger("streamkit.windows")
+
+STREAM_TIME_KEY = b"\xff\xff\xff\xff"  # never a window key: no key is 4 GiB long
+_STREAM_TIME_PREFIX = b"\x00\xffstreamkit-stream-time\x00"
+_START = struct.Struct(">Q")
+_LENGTH = struct.Struct(">I")
+_SIGN = 1 << 63
+
+
+class WindowRange(NamedTuple):
+    """A window, in epoch seconds as Faust gives them: ``[start, end)``."""
+
+    start: float
+    end: float
+
+
+class StreamTime(int):
+    """A partition's stream time (epoch ms), stored under ``STREAM_TIME_KEY``."""
+
+
+def _ms(value: float | timedelta, what: str) -> int:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 0:
+        raise ConfigurationError(f"{what} must not be negative, got {value!r}")
+    return round(seconds * 1000)
+
+
+class Window:
+    """Which windows a timestamp falls in (epoch ms): starts at multiples of ``step``."""
+
+    kind = "hopping"
+
+    def __init__(self, size: float | timedelta, step: float | timedelta, *, expires: Any = None,
+                 grace: float | timedelta = 0) -> None:
+        self.size = _ms(size, "size")
+        self.step = _ms(step, "step")
+        self.grace = _ms(grace, "grace")
+        if self.size <= 0 or self.step <= 0:
+            raise ConfigurationError(f"a window needs a positive size and step, got {size!r} and {step!r}")
+        if self.step > self.size:
+            raise ConfigurationError(f"hopping step {step!r} is longer than the window {size!r}: records between "
+                                     "windows would belong to none")
+        self.expires = self.size + self.grace if expires is None else _ms(expires, "expires")
+        if self.expires < self.size + self.grace:
+            raise ConfigurationError(f"expires={expires!r} is shorter than size + grace: windows would be deleted "
+                                     "before they close; use expires >= size + grace (the default)")
+
+    def ranges(self, ts: int) -> list[tuple[int, int]]:
+        first = ((ts - self.size) // self.step + 1) * self.step  # the earliest start with start + size > ts
+        return [(start, start + self.size) for start in range(first, ts + 1, self.step)]
+
+    def describe(self) -> str:
+        step = "" if self.step == self.size else f", step {self.step / 1000:g}s"
+        return f"{self.kind} {self.size / 1000:g}s{step}, grace {self.grace / 1000:g}s, expires {self.expires / 1000:g}s"
+
+
+class TumblingWindow(Window):
+    kind = "tumbling"
+
+    def __init__(self, size: float | timedelta, *, expires: Any = None, grace: float | timedelta = 0) -> None:
+        super().__init__(size, size, expires=expires, grace=grace)
+
+
+def window_key(user: bytes, start: int) -> bytes:
+    return _LENGTH.pack(len(user)) + user + _START.pack(start + _SIGN)
+
+
+def split_window_key(key_bytes: bytes) -> tuple[bytes, int]:
+    (length,) = _LENGTH.unpack_from(key_bytes)
+    return key_bytes[4:4 + length], _START.unpack_from(key_bytes, 4 + length)[0] - _SIGN
+
+
+class WindowKeyCodec:
+    """``(key, start_ms)`` <-> store key, the key through the table's own key codec."""
+
+    name = "window-key"
+
+    def __init__(self, user: Any) -> None:
+        self.user = user
+
+    def encode(self, composite: tuple[Any, int]) -> bytes:
+        key, start = composite
+        return window_key(self.user.encode(key) or b"", start)
+
+    def decode(self, key_bytes: bytes) -> Any:
+        if key_bytes == STREAM_TIME_KEY:
+            return STREAM_TIME_KEY
+        user, start = split_window_key(key_bytes)
+        return self.user.decode(user), start
+
+
+class WindowedEntries(TableEntries):
+    """The table's entries, plus the stream-time entry, whose value no table codec could hold."""
+
+    def carries_key(self, key: Any) -> bool:
+        return super().carries_key(key[0])
+
+    def encode(self, key: Any, value: Any) -> bytes | None:
+        if isinstance(value, StreamTime):
+            return _STREAM_TIME_PREFIX + _START.pack(int(value) + _SIGN)
+        return super().encode(key, value)
+
+    def decode_value(self, raw: bytes) -> Any:
+        if raw.startswith(_STREAM_TIME_PREFIX):
+            return StreamTime(_START.unpack_from(raw, len(_STREAM_TIME_PREFIX))[0] - _SIGN)
+        return super().decode_value(raw)
+
+    def decode(self, key_bytes: bytes, raw: bytes) -> tuple[Any, Any]:
+        if key_bytes == STREAM_TIME_KEY:
+            return STREAM_TIME_KEY, self.decode_value(raw)
+        return super().decode(key_bytes, raw)
+
+
+class _PartitionWindows:
+    """One partition's stream time and which of its windows close or expire when."""
+
+    def __init__(self, part: TablePartition) -> None:
+        self.part = part
+        self.stream_time: int | None = None
+        self.closing_at: dict[int, set[bytes]] = {}  # end + grace -> windows still open
+        self.expiring_at: dict[int, set[bytes]] = {}  # start + expires -> windows still stored
+        self.closed: list[bytes] = []  # closed since the last checkpoint: emitted at it
+
+
+class WindowedTable(Table):
+    """A Table whose keys are ``(key, window start)``; see the module docstring. Made by
+    ``Table.tumbling``/``Table.hopping`` (the table object changes class in place, so the app's
+    registry, the topology and the table manager keep the one object)."""
+
+    window: Window
+    final_topic: "Topic | None"
+    late_records: int
+    windows_closed: int
+    _windows: dict[int, _PartitionWindows]
+
+    def _make_windowed(self, window: Window) -> None:
+        self.window = window
+        self.final_topic = None
+        self.late_records = 0
+        self.windows_closed = 0
+        self._windows = {}
+        self.key_codec = WindowKeyCodec(self.key_codec)  # type: ignore[assignment]
+        self.entries = WindowedEntries(self.key_codec, self.value_codec, key_declared=self.entries.key_declared)
+
+    def partition_of(self, key_bytes: bytes | None) -> int:
+        user = split_window_key(key_bytes)[0] if key_bytes and key_bytes != STREAM_TIME_KEY else b""
+        return partition_for_key(user, self.partitions)
+
+    def user_partition(self, key: Any) -> int:
+        return partition_for_key(self.key_codec.user.encode(key) or b"", self.partitions)
+
+    # -- per-partition window state ---------------------------------------------------------------
+
+    def _state(self, number: int) -> _PartitionWindows:
+        part = self.local[number]
+        state = self._windows.get(number)
+        if state is None or state.part is not part:
+            state = self._windows[number] = self._rebuild(part)
+        return state
+
+    def _rebuild(self, part: TablePartition) -> _PartitionWindows:
+        """From the store (after an assignment, a recovery or a rolled-back checkpoint)."""
+        state = _PartitionWindows(part)
+        raw = part.store.get(STREAM_TIME_KEY)
+        state.stream_time = int(self.entries.decode_value(raw)) if raw is not None else None
+        for key_bytes, _raw in part.store.items():
+            if key_bytes != STREAM_TIME_KEY:
+                self._track(state, key_bytes, split_window_key(key_bytes)[1])
+        return state
+
+    def _track(self, state: _PartitionWindows, key_bytes: bytes, start: int) -> None:
+        window = self.window
+        close_at = start + window.size + window.grace
+        if state.stream_time is None or close_at > state.stream_time:
+            state.closing_at.setdefault(close_at, set()).add(key_bytes)
+        state.expiring_at.setdefault(start + window.expires, set()).add(key_bytes)
+
+    def forget_writes(self, number: int) -> None:
+        super().forget_writes(number)
+        self._windows.pop(number, None)
+
+    # -- the record path ----------------------------------------------------------------------
+
+    def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
+        """Apply ``change`` to every open window of ``key`` that ``ts`` falls in."""
+        number = self.user_partition(key)
+        self._locate((key, 0), writing=True)  # the same checks as a plain write
+        state = self._state(number)
+        if advance and (state.stream_time is None or ts > state.stream_time):
+            state.stream_time = ts
+            state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
+        now = state.stream_time if state.stream_time is not None else ts
+        window = self.window
+        late = False
+        for start, end in window.ranges(ts):
+            if end + window.grace <= now:
+                late = True
+                continue
+            composite = (key, start)
+            value = self.get(composite, _ABSENT)
+            if value is _ABSENT:
+                value = self.default() if self.default is not None else None
+                self._track(state, self.key_codec.encode(composite), start)
+            self[composite] = change(value)
+        if late:
+            self.late_records += 1
+            if self.late_records == 1 or self.late_records % 1000 == 0:
+                log.warning("table %r: %d late record(s) so far (event time behind a closed window's end + grace); "
+                            "their updates to closed windows are dropped", self.name, self.late_records)
+        self._close_due(state, now)
+
+    def _close_due(self, state: _PartitionWindows, now: int) -> None:
+        for close_at in sorted(t for t in state.closing_at if t <= now):
+            state.closed.extend(sorted(state.closing_at.pop(close_at)))
+
+    def read(self, key: Any, ts: int, *, latest: bool = True) -> Any:
+        """The value of the window of ``key`` that ``ts`` falls in (the most recent one if several)."""
+        ranges = self.window.ranges(ts)
+        start = ranges[-1 if latest else 0][0]
+        value = self.get((key, start), _ABSENT)
+        if value is _ABSENT:
+            return self.default() if self.default is not None else None
+        return value
+
+    def windows_of(self, key: Any) -> Iterator[tuple[WindowRange, Any]]:
+        """Every stored window of ``key``, oldest first."""
+        found = {start: value for (k, start), value in self._local_items() if k == key}
+        size = self.window.size
+        for start in sorted(found):
+            yield WindowRange(start / 1000, (start + size) / 1000), found[start]
+
+    def _local_items(self) -> Iterator[tuple[Any, Any]]:
+        return ((k, v) for k, v in super()._local_items() if k is not STREAM_TIME_KEY)
+
+    # -- the checkpoint -------------------------------------------------------------------------
+
+    def take_changes(self) -> dict[int, dict[bytes, bytes | None]]:
+        """Closed windows' final values are taken for emitting, expired ones deleted, in the
+        same tick as the offsets (so under exactly-once they share its transaction)."""
+        self._emitting = {}
+        for number, state in list(self._windows.items()):
+            part = self.local.get(number)
+            if part is None or state.part is not part:
+                continue
+            emits = []
+            for key_bytes in state.closed:
+                value = self._read(key_bytes, part)
+                if value is not _MISSING:
+                    emits.append((key_bytes, value))
+            state.closed = []
+            now = state.stream_time
+            if now is not None:
+                for expire_at in sorted(t for t in state.expiring_at if t <= now):
+                    for key_bytes in state.expiring_at.pop(expire_at):
+                        part.cache[key_bytes] = DELETED
+            if emits:
+                self._emitting[number] = emits
+        return super().take_changes()
+
+    def take_emits(self, number: int) -> list[tuple[Any, WindowRange, Any, bytes]]:
+        """The windows of partition ``number`` closed at this checkpoint: ``(key, range, value,
+        key bytes)``."""
+        out = []
+        size = self.window.size
+        for key_bytes, value in getattr(self, "_emitting", {}).pop(number, []):
+            user, start = split_window_key(key_bytes)
+            key = self.key_codec.user.decode(user)
+            out.append((key, WindowRange(start / 1000, (start + size) / 1000), value, user))
+        self.windows_closed += len(out)
+        return out
+
+    def final_record(self, window: WindowRange, value: Any) -> bytes:
+        """What ``.final(topic)`` receives for one closed window."""
+        encoded = self.entries.value_codec.encode(value)
+        body = orjson.Fragment(encoded) if self.entries._json_values and encoded is not None else value
+        return orjson.dumps({"start": window.start, "end": window.end, "value": body})
+
+    async def window_closed(self, key: Any, window: WindowRange, value: Any) -> None:
+        callback = self.on_window_close
+        if callback is None:
+            return
+        try:
+            result = callback((key, window), value)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:  # one failing callback must not stop the checkpoint
+            log.error("table %r: on_window_close failed for %r %r: %r", self.name, key, tuple(window), exc,
+                      exc_info=exc)
+
+
+_ABSENT = object()
+
+
+def _time_of_field(field: Any) -> Callable[[Any], int]:
+    """A value's event time (epoch ms) from ``Model.field``, a field name, or a function."""
+    if isinstance(field, str):
+        name = field
+        get: Callable[[Any], Any] = lambda value: getattr(value, name)  # noqa: E731
+    elif hasattr(field, "__get__") and not callable(field):
+        get = lambda value: field.__get__(value, type(value))  # noqa: E731
+    elif callable(field):
+        get = field
+    else:
+        raise ConfigurationError(f"relative_to_field needs Model.field, a field name or a function, got {field!r}")
+
+    def time_of(value: Any) -> int:
+        stamp = get(value)
+        if isinstance(stamp, datetime):
+            return round(stamp.timestamp() * 1000)
+        if isinstance(stamp, (int, float)):
+            return round(stamp * 1000)  # epoch seconds, as Faust reads them
+        raise TypeError(f"the window's time field is {type(stamp).__name__}, not a datetime or epoch seconds")
+
+    return time_of
+
+
+class WindowWrapper:
+    """What ``.tumbling()``/``.hopping()`` return: ``table[key] += 1`` updates every window the
+    current time falls in; ``table[key].current()``/``.now()``/``.value()``/``.delta(d)`` read."""
+
+    def __init__(self, table: WindowedTable, relative_to: str = "stream", field: Any = None) -> None:
+        self.table = table
+        self.relative_to = relative_to
+        self._field = field
+        self._field_time = _time_of_field(field) if relative_to == "field" else None
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def relative_to_stream(self) -> "WindowWrapper":
+        return WindowWrapper(self.table, "stream")
+
+    def relative_to_now(self) -> "WindowWrapper":
+        return WindowWrapper(self.table, "now")
+
+    def relative_to_field(self, field: Any) -> "WindowWrapper":
+        return WindowWrapper(self.table, "field", field)
+
+    def _event_time(self) -> tuple[int, bool]:
+        """(time in ms, whether it is event time that advances the stream time)."""
+        if self.relative_to == "now":
+            return _wall_ms(), True
+        event = current_event()
+        if event is None:
+            raise RuntimeError(f"windowed table {self.table.name!r} relative to the "
+                               f"{'stream' if self.relative_to == 'stream' else 'field'} is written from "
+                               "outside a record: use relative_to_now() there")
+        if self.relative_to == "field":
+            assert self._field_time is not None
+            return self._field_time(event.value), True
+        if event.timestamp is None:
+            raise RuntimeError(f"windowed table {self.table.name!r}: record {event.topic}[{event.partition}]@"
+                               f"{event.offset} has no timestamp; use relative_to_field or relative_to_now")
+        return int(event.timestamp), True
+
+    def _read_time(self) -> int:
+        if self.relative_to == "now" or current_event() is None:
+            return _wall_ms()
+        return self._event_time()[0]
+
+    # -- dict API -------------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> "WindowSet":
+        return WindowSet(key, self)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, WindowSet):  # ``table[k] += 1``: the WindowSet already applied it
+            return
+        ts, advance = self._event_time()
+        self.table.update(key, ts, lambda _old: value, advance=advance)
+
+    def __delitem__(self, key: Any) -> None:
+        raise ConfigurationError("deleting a key of a windowed table is not supported: windows are deleted when "
+                                 "they expire (expires=)")
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` of each key's window that the current time falls in."""
+        ts = self._read_time()
+        start = self.table.window.ranges(ts)[-1][0]
+        return ((k, v) for (k, s), v in self.table._local_items() if s == start)
+
+    def keys(self) -> Iterator[Any]:
+        return (k for k, _ in self.items())
+
+    def values(self) -> Iterator[Any]:
+        return (v for _, v in self.items())
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.keys()
+
+    # -- results --------------------------------------------------------------------------------
+
+    def final(self, topic: "Topic") -> "WindowWrapper":
+        """Send each window's final value to ``topic`` once when it closes: key = the table key,
+        value = ``{"start": s, "end": e, "value": v}`` (seconds), same partition number."""
+        self.table.final_topic = topic
+        return self
+
+    @property
+    def on_window_close(self) -> Any:
+        return self.table.on_window_close
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @property
+    def late_records(self) -> int:
+        return self.table.late_records
+
+    def __repr__(self) -> str:
+        return f"<WindowWrapper {self.table.name!r} {self.table.window.describe()} relative to {self.relative_to}>"
+
+
+class WindowSet:
+    """One key's windows: arithmetic updates every window the current time falls in."""
+
+    def __init__(self, key: Any, wrapper: WindowWrapper) -> None:
+        self.key = key
+        self.wrapper = wrapper
+
+    def _apply(self, change: Callable[[Any], Any]) -> "WindowSet":
+        ts, advance = self.wrapper._event_time()
+        self.wrapper.table.update(self.key, ts, change, advance=advance)
+        return self
+
+    def __iadd__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v + other)
+
+    def __isub__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v - other)
+
+    def __imul__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v * other)
+
+    def __itruediv__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v / other)
+
+    def __ifloordiv__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v // other)
+
+    def __imod__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v % other)
+
+    def __ior__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v | other)
+
+    def __iand__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v & other)
+
+    def current(self) -> Any:
+        """The window the current record's time (the wall clock outside a record) falls in."""
+        return self.wrapper.table.read(self.key, self.wrapper._read_time())
+
+    def now(self) -> Any:
+        return self.wrapper.table.read(self.key, _wall_ms())
+
+    def value(self) -> Any:
+        """The window the wrapper's time (stream, field or now) falls in."""
+        return self.current()
+
+    def delta(self, d: float | timedelta) -> Any:
+        """The window the time ``d`` before the current one falls in."""
+        return self.wrapper.table.read(self.key, self.wrapper._read_time() - _ms(d, "delta"))
+
+    def __iter__(self) -> Iterator[tuple[WindowRange, Any]]:
+        return self.wrapper.table.windows_of(self.key)
+
+    def __repr__(self) -> str:
+        return f"<WindowSet {self.key!r} of {self.wrapper.table.name!r}>"
+
+
+def _wall_ms() -> int:
+    return round(time.time() * 1000)
+
+
+def make_windowed(table: Table, window: Window) -> WindowWrapper:
+    if table.is_global:
+        raise ConfigurationError(f"GlobalTable {table.name!r} cannot be windowed: window a Table")
+    if isinstance(table, WindowedTable):
+        raise ConfigurationError(f"table {table.name!r} is already windowed")
+    table.__class__ = WindowedTable
+    table._make_windowed(window)  # type: ignore[attr-defined]
+    return WindowWrapper(table)  # type: ignore[arg-type]

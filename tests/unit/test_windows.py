@@ -1,0 +1,256 @@
+"""Windowed tables as a Faust user writes them: ``app.Table(..., default=int).tumbling(10)`` and
+``views[key] += 1`` in an agent; windows close by stream time, final values are emitted once,
+late records are counted and never merged, old windows are deleted."""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import streamkit as sk
+from streamkit.errors import ConfigurationError
+from streamkit.testing import wait_for
+from streamkit.transport.memory import MemoryBroker
+
+
+def windowed_app(name, window, *, partitions=1, **app_settings):
+    """The app under test: counts per key in ``window(table)``; returns what the test reads."""
+    closed: list = []
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 **app_settings)
+    clicks = app.topic("clicks", key_type=str, value_type=str, partitions=partitions)
+    finals = app.topic("finals", partitions=partitions)
+    views = window(app.Table("views", default=int, on_window_close=lambda key, value: closed.append((key, value))))
+    views = views.final(finals)
+    seen: list = []
+
+    @app.agent(clicks)
+    async def count(stream):
+        async for event in stream.events():
+            views[event.key] += 1
+            seen.append((event.key, views[event.key].current()))
+
+    return app, clicks, views, seen, closed
+
+
+def final_records(app):
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    return [(m.key.decode(), orjson.loads(m.value)) for part in broker.logs.get("finals", []) for m in part
+            if m.value is not None]
+
+
+async def send_at(topic, key, seconds):
+    await topic.send(key=key, value="x", timestamp=seconds)
+
+
+async def test_tumbling_windows_close_by_stream_time_and_emit_each_final_value_once():
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.tumbling(10))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1001, 1002, 1005, 1011):  # the fourth record moves stream time past 1010
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 4, 10, message="four records counted")
+        assert [value for _, value in seen] == [1, 2, 3, 1]
+        assert closed == [] and final_records(app) == []  # emitted at the checkpoint, with its offsets
+        await app.runtime.checkpoint.commit()
+        assert closed == [(("a", (1000.0, 1010.0)), 3)]
+        assert final_records(app) == [("a", {"start": 1000.0, "end": 1010.0, "value": 3})]
+        await send_at(clicks, "a", 1012)  # a later record: proves the next checkpoint ran after it
+        await wait_for(lambda: len(seen) == 5, 10, message="the fifth record counted")
+        await app.runtime.checkpoint.commit()
+        assert len(final_records(app)) == 1 and len(closed) == 1, "a closed window was emitted twice"
+        assert list(views["a"]) == [((1010.0, 1020.0), 2)]  # the closed window expired (expires = size)
+
+
+async def test_a_late_record_is_counted_and_never_merged_into_a_closed_window():
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.tumbling(10, grace=2))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1001, 1011, 1003):  # 1003 is within grace: 1010 + 2 > 1011
+            await send_at(clicks, "a", t)
+        for t in (1013, 1004):  # stream time 1013 closes [1000, 1010): 1004 is late
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 5, 10, message="five records processed")
+        await app.runtime.checkpoint.commit()
+        assert views.late_records == 1
+        assert final_records(app) == [("a", {"start": 1000.0, "end": 1010.0, "value": 2})]
+        from streamkit.web.metrics import Metrics
+
+        body = Metrics(app).render()[0].decode()
+        assert f'streamkit_window_late_records_total{{app="{app.id}",table="views"}} 1.0' in body
+        assert f'streamkit_windows_closed_total{{app="{app.id}",table="views"}} 1.0' in body
+
+
+async def test_hopping_windows_count_a_record_in_each_window_it_falls_in():
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(10, 5))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1001, 1006, 1030):
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        await app.runtime.checkpoint.commit()
+        finals = sorted((v["start"], v["value"]) for _, v in final_records(app))
+        assert finals == [(995.0, 1), (1000.0, 2), (1005.0, 1)]
+
+
+async def test_expired_windows_are_deleted_so_the_store_stays_bounded():
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.tumbling(10, expires=30))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for i in range(60):  # 60 windows of one key over 600 s
+            await send_at(clicks, "a", 1000 + 10 * i + 1)
+            if i % 10 == 9:
+                await wait_for(lambda: len(seen) == i + 1, 10, message="records counted")
+                await app.runtime.checkpoint.commit()
+        table = app.tables["views"]
+        stored = [k for part in table.local.values() for k, _ in part.store.items()]
+        assert 1 < len(stored) <= 4 + 1, stored  # 30 s of 10 s windows (+ the stream-time entry)
+        assert len(final_records(app)) == 59
+
+
+async def test_recovery_restores_the_windows_and_the_stream_time(tmp_path):
+    name = f"win-{uuid.uuid4().hex[:6]}"
+    first = windowed_app(name, lambda t: t.tumbling(10))
+    app, clicks, views, seen, _ = first
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1001, 1002, 1021):  # closes [1000, 1010); [1020, 1030) holds 1
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+    app, clicks, views, seen, closed = windowed_app(name, lambda t: t.tumbling(10))  # a new worker
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="recovered")
+        for t in (1005, 1022):  # 1005 is late for the recovered stream time (1021)
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 2, 10, message="two records counted")
+        assert views.late_records == 1
+        assert seen[-1] == ("a", 2)  # the recovered window kept counting
+
+
+async def test_relative_to_field_reads_the_time_from_the_value():
+    name = f"win-{uuid.uuid4().hex[:6]}"
+
+    class Click(sk.Record):
+        user: str
+        at: datetime
+
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://")
+    clicks = app.topic("clicks", key_type=str, value_type=Click, partitions=1)
+    views = app.Table("views", default=int).tumbling(60).relative_to_field(Click.at)
+    seen: list = []
+
+    @app.agent(clicks)
+    async def count(stream):
+        async for click in stream:
+            views[click.user] += 1
+            seen.append(views[click.user].current())
+
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        base = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        for minute, second in ((0, 1), (0, 59), (1, 0)):
+            await clicks.send(key="u", value=Click("u", base.replace(minute=minute, second=second)))
+        await wait_for(lambda: len(seen) == 3, 10, message="three clicks counted")
+        assert seen == [1, 2, 1]  # the record timestamps (now) play no part
+
+
+async def test_on_window_close_without_a_window_is_refused_at_start():
+    name = f"win-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://")
+    app.topic("clicks", partitions=1)
+    app.Table("views", default=int, on_window_close=print)
+
+    @app.agent(app.topic("clicks", partitions=1))
+    async def count(stream):
+        async for _ in stream:
+            pass
+
+    with pytest.raises(ConfigurationError, match="on_window_close but no window"):
+        async with app.running():
+            pass
+
+
+def test_window_settings_that_cannot_work_are_refused():
+    app = sk.App("w", broker="memory://w", driver="memory")
+    with pytest.raises(ConfigurationError, match="shorter than size"):
+        app.Table("a").tumbling(10, expires=5)
+    with pytest.raises(ConfigurationError, match="longer than the window"):
+        app.Table("b").hopping(10, 20)
+    with pytest.raises(ConfigurationError, match="sliding windows"):
+        app.Table("c").sliding(10)
+
+
+# -- against a batch recomputation --------------------------------------------------------------
+
+def batch_truth(records, size, step, grace):
+    """Each window's final count and the late records, computed over the whole input at once:
+    a record counts in window w iff, when it arrived, the largest timestamp seen so far (itself
+    included) was below w's end + grace."""
+    finals: dict = {}
+    late = set()
+    high = None
+    for i, (key, ts) in enumerate(records):
+        high = ts if high is None else max(high, ts)
+        first = ((ts - size) // step + 1) * step
+        for start in range(first, ts + 1, step):
+            if start + size + grace <= high:
+                late.add(i)
+            else:
+                finals[(key, start)] = finals.get((key, start), 0) + 1
+    closed = {w: n for w, n in finals.items() if w[1] + size + grace <= high}
+    return closed, len(late)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(records=[("a", 0), ("a", 10), ("b", 0)], shape=(10, 10), grace=0)  # both boundaries
+@example(records=[("a", 12), ("a", 0), ("a", 9), ("b", 30)], shape=(10, 5), grace=3)
+@given(records=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40)), min_size=1, max_size=30),
+       shape=st.sampled_from([(10, 10), (10, 5), (20, 5), (6, 3)]), grace=st.sampled_from([0, 3, 15]))
+async def test_final_values_and_late_records_match_a_batch_recomputation(records, shape, grace):
+    size, step = shape
+    app, clicks, views, seen, closed = windowed_app(
+        f"winp-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(size, step, grace=grace) if step != size
+        else t.tumbling(size, grace=grace))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for key, ts in records:
+            await send_at(clicks, key, 1000 + ts)
+        await wait_for(lambda: len(seen) == len(records), 10, message="every record processed")
+        await app.runtime.checkpoint.commit()
+        emitted = {(k, round(v["start"] * 1000)): v["value"] for k, v in final_records(app)}
+        truth, late = batch_truth([(k, (1000 + ts) * 1000) for k, ts in records], size * 1000, step * 1000,
+                                  grace * 1000)
+        assert emitted == truth
+        assert views.late_records == late
+
+
+async def test_exactly_once_a_rolled_back_checkpoint_emits_each_final_value_once():
+    """The window's final record, its deletion and the offsets that closed it share one
+    transaction: when that transaction fails, the records are processed again and the window is
+    emitted by the next one, so a read_committed reader sees it once."""
+    from tests.unit.test_exactly_once_memory import committed_values
+
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.tumbling(10),
+                                                    processing_guarantee="exactly_once", commit_interval=25)
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    producer = app.driver.producer()  # the input, written outside the app's transactions
+    await producer.start()
+    for t in (1001, 1002, 1011):
+        await producer.send("clicks", b"a", b"x", timestamp=t * 1000)
+    await producer.flush()
+    async with app.running():
+        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        broker.faults.fail_txn_commits = 1
+        with pytest.raises(Exception):
+            await app.runtime.checkpoint.commit()
+        await wait_for(lambda: len(seen) == 6, 10, message="the three records processed again")
+        await app.runtime.checkpoint.commit()
+        finals = [orjson.loads(m.value) for m in committed_values(app, "finals")]
+        assert finals == [{"start": 1000.0, "end": 1010.0, "value": 2}]
+        assert seen[3:] == [("a", 1), ("a", 2), ("a", 1)]  # counted from the committed state again
