@@ -127,6 +127,10 @@ class Table:
     def partition_of(self, key_bytes: bytes | None) -> int:
         return partition_for_key(key_bytes or b"", self.partitions)
 
+    def key_partition(self, key: Any) -> int:
+        """The partition ``key`` lives in (web routing)."""
+        return self.partition_of(self.key_codec.encode(key))
+
     def _locate(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
         key_bytes = self.key_codec.encode(key) or b""
         number = self.partition_of(key_bytes)

@@ -189,6 +189,8 @@ class WindowedTable(Table):
     def user_partition(self, key: Any) -> int:
         return partition_for_key(self.key_codec.user.encode(key) or b"", self.partitions)
 
+    key_partition = user_partition
+
     # -- per-partition window state ---------------------------------------------------------------
 
     def _state(self, number: int) -> _PartitionWindows:

@@ -59,7 +59,8 @@ async def forward(app: "App", request: web.Request, url: str) -> web.Response:
 
 async def route_key(app: "App", table: Any, key: Any, request: web.Request) -> web.Response | None:
     """None when this worker should answer; otherwise the forwarded (or 503) response."""
-    number = table.partition_of(table.key_codec.encode(key))
+    table = getattr(table, "table", table)  # a windowed table's wrapper routes by its table
+    number = table.key_partition(key)
     part = table.local.get(number)
     if part is not None:
         return None if part.ready else error(503, f"partition {number} of {table.name!r} is recovering",

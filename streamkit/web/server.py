@@ -138,10 +138,27 @@ class WebServer:
         routed = await route_key(self.app, table, key, request)
         if routed is not None:
             return routed
+        if hasattr(table, "window"):  # windowed: every stored window, or the one ``at`` falls in
+            return self._windows(table, key, request.query.get("at"))
         value = table.get(key, _ABSENT)
         if value is _ABSENT:
             return error(404, f"key {key!r} not in table {table.name!r}", key=key)
         return Web.json({"key": key, "value": value})
+
+
+    @staticmethod
+    def _windows(table: Any, key: Any, at: str | None) -> web.Response:
+        windows = [{"start": w.start, "end": w.end, "value": v} for w, v in table.windows_of(key)]
+        if at is not None:
+            try:
+                when = int(at) / 1000
+            except ValueError:
+                return error(400, f"at={at!r} is not epoch milliseconds")
+            windows = [w for w in windows if w["start"] <= when < w["end"]]
+        if not windows:
+            return error(404, f"key {key!r} has no window{'' if at is None else ' at ' + at} in table {table.name!r}",
+                         key=key)
+        return Web.json({"key": key, "windows": windows})
 
 
 _ABSENT = object()

@@ -20,8 +20,8 @@ from streamkit.transport.memory import MemoryBroker
 def windowed_app(name, window, *, partitions=1, **app_settings):
     """The app under test: counts per key in ``window(table)``; returns what the test reads."""
     closed: list = []
-    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
-                 **app_settings)
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://",
+                 **{"web_enabled": False, **app_settings})
     clicks = app.topic("clicks", key_type=str, value_type=str, partitions=partitions)
     finals = app.topic("finals", partitions=partitions)
     views = window(app.Table("views", default=int, on_window_close=lambda key, value: closed.append((key, value))))
@@ -254,3 +254,31 @@ async def test_exactly_once_a_rolled_back_checkpoint_emits_each_final_value_once
         finals = [orjson.loads(m.value) for m in committed_values(app, "finals")]
         assert finals == [{"start": 1000.0, "end": 1010.0, "value": 2}]
         assert seen[3:] == [("a", 1), ("a", 2), ("a", 1)]  # counted from the committed state again
+
+
+async def test_the_web_view_of_a_windowed_table_lists_its_windows_and_picks_one_by_time():
+    import aiohttp
+
+    from streamkit.devbroker import free_port
+
+    port = free_port()
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.tumbling(10, expires=60),
+                                                    partitions=2, web_enabled=True, web_port=port)
+    base = f"http://127.0.0.1:{port}"
+
+    async def get(session, path):
+        async with session.get(base + path) as resp:
+            return resp.status, await resp.json(content_type=None)
+
+    async with app.running(), aiohttp.ClientSession() as session:
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1001, 1002, 1011):
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        status, body = await get(session, "/tables/views/a")
+        assert status == 200 and body == {"key": "a", "windows": [{"start": 1000.0, "end": 1010.0, "value": 2},
+                                                                  {"start": 1010.0, "end": 1020.0, "value": 1}]}
+        assert (await get(session, "/tables/views/a?at=1011500"))[1]["windows"] == [
+            {"start": 1010.0, "end": 1020.0, "value": 1}]
+        assert (await get(session, "/tables/views/a?at=900000"))[0] == 404
+        assert (await get(session, "/tables/views/a?at=soon"))[0] == 400
