@@ -56,6 +56,7 @@ def check_runnable(agent: "Agent") -> None:
     from ..agents.agent import Agent
     from ..app import App
     from ..tables.table import Table
+    from ..tables.windows import WindowWrapper
     from ..topics import Topic
 
     fun = agent.fold.fun if agent.fold is not None else agent.source_fun
@@ -73,6 +74,9 @@ def check_runnable(agent: "Agent") -> None:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")
     closure = inspect.getclosurevars(fun)
     for name, value in {**closure.globals, **closure.nonlocals}.items():
+        if isinstance(value, WindowWrapper):
+            raise SparkUnsupported(f"{what}: it uses windowed table {value.name!r} ({name}); windows on Spark "
+                                   "(event-time state with timers) are not built yet: run this agent on workers")
         if isinstance(value, Table):
             kind = "global table" if value.is_global else "table"
             raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); tables are read across keys "

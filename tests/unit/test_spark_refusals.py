@@ -95,6 +95,19 @@ def test_table_use_in_a_generator_is_refused():
         check_runnable(enriching)
 
 
+def test_a_windowed_table_is_refused_naming_it():
+    per_minute = app.Table("per-minute", default=int).tumbling(60)
+
+    @app.agent(source, sink=[out], name="windowing")
+    async def windowing(stream):
+        async for value in stream:
+            per_minute[value] += 1
+            yield per_minute[value].current()
+
+    with pytest.raises(SparkUnsupported, match="windowed table 'per-minute'"):
+        check_runnable(windowing)
+
+
 def test_sending_from_a_generator_is_refused():
     @app.agent(source, sink=[out], name="sending")
     async def sending(stream):
