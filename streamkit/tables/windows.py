@@ -71,8 +71,9 @@ class Window:
     kind = "hopping"
 
     def __init__(self, size: float | timedelta, step: float | timedelta, *, expires: Any = None,
-                 grace: float | timedelta = 0) -> None:
+                 grace: float | timedelta = 0, close_idle_after: float | timedelta | None = None) -> None:
         self.size = _ms(size, "size")
+        self.close_idle_after = None if close_idle_after is None else _ms(close_idle_after, "close_idle_after")
         self.step = _ms(step, "step")
         self.grace = _ms(grace, "grace")
         if self.size <= 0 or self.step <= 0:
@@ -97,8 +98,9 @@ class Window:
 class TumblingWindow(Window):
     kind = "tumbling"
 
-    def __init__(self, size: float | timedelta, *, expires: Any = None, grace: float | timedelta = 0) -> None:
-        super().__init__(size, size, expires=expires, grace=grace)
+    def __init__(self, size: float | timedelta, *, expires: Any = None, grace: float | timedelta = 0,
+                 close_idle_after: float | timedelta | None = None) -> None:
+        super().__init__(size, size, expires=expires, grace=grace, close_idle_after=close_idle_after)
 
 
 def window_key(user: bytes, start: int) -> bytes:
@@ -160,6 +162,8 @@ class _PartitionWindows:
         self.closing_at: dict[int, set[bytes]] = {}  # end + grace -> windows still open
         self.expiring_at: dict[int, set[bytes]] = {}  # start + expires -> windows still stored
         self.closed: list[bytes] = []  # closed since the last checkpoint: emitted at it
+        self.active_at = _clock()  # when a record last moved the stream time (close_idle_after)
+        self.idle_from: int | None = None  # the stream time when the partition went idle
 
 
 class WindowedTable(Table):
@@ -228,9 +232,11 @@ class WindowedTable(Table):
         number = self.user_partition(key)
         self._locate((key, 0), writing=True)  # the same checks as a plain write
         state = self._state(number)
-        if advance and (state.stream_time is None or ts > state.stream_time):
-            state.stream_time = ts
-            state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
+        if advance:
+            state.active_at, state.idle_from = _clock(), None
+            if state.stream_time is None or ts > state.stream_time:
+                state.stream_time = ts
+                state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
         now = state.stream_time if state.stream_time is not None else ts
         window = self.window
         late = False
@@ -284,6 +290,7 @@ class WindowedTable(Table):
             part = self.local.get(number)
             if part is None or state.part is not part:
                 continue
+            self._advance_idle(state)
             emits = []
             for key_bytes in state.closed:
                 value = self._read(key_bytes, part)
@@ -298,6 +305,24 @@ class WindowedTable(Table):
             if emits:
                 self._emitting[number] = emits
         return super().take_changes()
+
+    def _advance_idle(self, state: _PartitionWindows) -> None:
+        """``close_idle_after``: a partition without records for that long has its stream time
+        move with the wall clock from then on, so its windows close (Bytewax's
+        ``wait_for_system_duration``, Flink's idleness); a new record takes over again."""
+        idle_after = self.window.close_idle_after
+        if idle_after is None or state.stream_time is None:
+            return
+        idle_ms = round((_clock() - state.active_at) * 1000)
+        if idle_ms < idle_after:
+            return
+        if state.idle_from is None:
+            state.idle_from = state.stream_time
+        moved = state.idle_from + idle_ms - idle_after
+        if moved > state.stream_time:
+            state.stream_time = moved
+            state.part.cache[STREAM_TIME_KEY] = StreamTime(moved)
+            self._close_due(state, moved)
 
     def take_emits(self, number: int) -> list[tuple[Any, WindowRange, Any, bytes]]:
         """The windows of partition ``number`` closed at this checkpoint: ``(key, range, value,
@@ -513,6 +538,9 @@ class WindowSet:
 
 def _wall_ms() -> int:
     return round(time.time() * 1000)
+
+
+_clock = time.monotonic  # idle detection (tests replace it)
 
 
 def make_windowed(table: Table, window: Window) -> WindowWrapper:
