@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import StoreWriteFailed
+from ..runtime.dead_letters import dead_letter_headers
 from ..transport.base import TP, Message, Producer, delivery_position
 from .recovery import RecoveryProgress, Tailer, replay
 from .stores import MemoryStore, Store, open_store
@@ -303,13 +304,15 @@ class TableManager:
                 await self._emit_closed(table, number, producer_for(table.partitions, number))
         return last
 
-    @staticmethod
-    async def _emit_closed(table: Any, number: int, producer: Producer) -> None:
+    async def _emit_closed(self, table: Any, number: int, producer: Producer) -> None:
         for key, window, value, key_bytes in table.take_emits(number):
             await table.window_closed(key, window, value)
             if table.final_topic is not None:
                 await producer.send(table.final_topic.name, key_bytes, table.final_record(window, value),
                                     partition=number)
+        for message, reason in table.take_late():  # late="dead-letter"
+            headers = dead_letter_headers(message, reason, "window", self.app.id)
+            await producer.send(self.app.dlq_topic_name, message.key, message.value, headers=headers, track=False)
 
     def apply(self, changes: Changes, last: dict[tuple[str, int], Any],
               keep: Callable[[int, int], bool] | None = None) -> None:

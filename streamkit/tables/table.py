@@ -100,21 +100,21 @@ class Table:
     # -- windows (windows.py) -------------------------------------------------------------------
 
     def tumbling(self, size: Any, expires: Any = None, *, grace: Any = 0, close_idle_after: Any = None,
-                 key_index: bool = False) -> Any:
+                 late: str = "drop", key_index: bool = False) -> Any:
         """Fixed, non-overlapping windows of ``size`` (seconds or timedelta). ``key_index``
         (Faust) is accepted: windowed tables are always iterable."""
         from .windows import TumblingWindow, make_windowed
 
         return make_windowed(self, TumblingWindow(size, expires=expires, grace=grace,
-                                                  close_idle_after=close_idle_after))
+                                                  close_idle_after=close_idle_after, late=late))
 
     def hopping(self, size: Any, step: Any, expires: Any = None, *, grace: Any = 0, close_idle_after: Any = None,
-                key_index: bool = False) -> Any:
+                late: str = "drop", key_index: bool = False) -> Any:
         """Windows of ``size`` starting every ``step``: a record falls in ``size / step`` of them."""
         from .windows import Window, make_windowed
 
         return make_windowed(self, Window(size, step, expires=expires, grace=grace,
-                                          close_idle_after=close_idle_after))
+                                          close_idle_after=close_idle_after, late=late))
 
     def sliding(self, *args: Any, **kwargs: Any) -> Any:
         raise ConfigurationError(f"table {self.name!r}: sliding windows are not available yet; use tumbling(size) "

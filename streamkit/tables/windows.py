@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
 import orjson
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StreamkitError
 from ..streams.stream import current_event
 from ..transport.partitioner import partition_for_key
 from .table import _MISSING, DELETED, Table, TablePartition
@@ -45,6 +45,13 @@ _STREAM_TIME_PREFIX = b"\x00\xffstreamkit-stream-time\x00"
 _START = struct.Struct(">Q")
 _LENGTH = struct.Struct(">I")
 _SIGN = 1 << 63
+
+
+LATE_CHOICES = ("drop", "dead-letter")
+
+
+class LateRecord(StreamkitError):
+    """A record whose event time falls in a window that already closed (dead-letter reason)."""
 
 
 class WindowRange(NamedTuple):
@@ -71,7 +78,12 @@ class Window:
     kind = "hopping"
 
     def __init__(self, size: float | timedelta, step: float | timedelta, *, expires: Any = None,
-                 grace: float | timedelta = 0, close_idle_after: float | timedelta | None = None) -> None:
+                 grace: float | timedelta = 0, close_idle_after: float | timedelta | None = None,
+                 late: str = "drop") -> None:
+        if late not in LATE_CHOICES:
+            raise ConfigurationError(f"late={late!r}: use 'drop' (count and drop, the default) or 'dead-letter' "
+                                     "(count, and send the record to the dead-letter topic with the reason)")
+        self.late = late
         self.size = _ms(size, "size")
         self.close_idle_after = None if close_idle_after is None else _ms(close_idle_after, "close_idle_after")
         self.step = _ms(step, "step")
@@ -99,8 +111,8 @@ class TumblingWindow(Window):
     kind = "tumbling"
 
     def __init__(self, size: float | timedelta, *, expires: Any = None, grace: float | timedelta = 0,
-                 close_idle_after: float | timedelta | None = None) -> None:
-        super().__init__(size, size, expires=expires, grace=grace, close_idle_after=close_idle_after)
+                 close_idle_after: float | timedelta | None = None, late: str = "drop") -> None:
+        super().__init__(size, size, expires=expires, grace=grace, close_idle_after=close_idle_after, late=late)
 
 
 def window_key(user: bytes, start: int) -> bytes:
@@ -164,6 +176,7 @@ class _PartitionWindows:
         self.closed: list[bytes] = []  # closed since the last checkpoint: emitted at it
         self.active_at = _clock()  # when a record last moved the stream time (close_idle_after)
         self.idle_from: int | None = None  # the stream time when the partition went idle
+        self.late: list[tuple[Any, str]] = []  # (message, reason) for the dead-letter topic
 
 
 class WindowedTable(Table):
@@ -239,10 +252,10 @@ class WindowedTable(Table):
                 state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
         now = state.stream_time if state.stream_time is not None else ts
         window = self.window
-        late = False
+        late: list[tuple[int, int]] = []
         for start, end in window.ranges(ts):
             if end + window.grace <= now:
-                late = True
+                late.append((start, end))
                 continue
             composite = (key, start)
             value = self.get(composite, _ABSENT)
@@ -252,6 +265,11 @@ class WindowedTable(Table):
             self[composite] = change(value)
         if late:
             self.late_records += 1
+            event = current_event()
+            if window.late == "dead-letter" and event is not None:
+                state.late.append((event.message, f"table {self.name!r}: event time {ts / 1000:g}s falls in closed "
+                                                  f"window(s) {', '.join(f'[{s / 1000:g}, {e / 1000:g})' for s, e in late)}"
+                                                  f" (stream time {now / 1000:g}s, grace {window.grace / 1000:g}s)"))
             if self.late_records == 1 or self.late_records % 1000 == 0:
                 log.warning("table %r: %d late record(s) so far (event time behind a closed window's end + grace); "
                             "their updates to closed windows are dropped", self.name, self.late_records)
@@ -302,8 +320,9 @@ class WindowedTable(Table):
                 for expire_at in sorted(t for t in state.expiring_at if t <= now):
                     for key_bytes in state.expiring_at.pop(expire_at):
                         part.cache[key_bytes] = DELETED
-            if emits:
-                self._emitting[number] = emits
+            if emits or state.late:
+                self._emitting[number] = (emits, state.late)
+                state.late = []
         return super().take_changes()
 
     def _advance_idle(self, state: _PartitionWindows) -> None:
@@ -329,12 +348,18 @@ class WindowedTable(Table):
         key bytes)``."""
         out = []
         size = self.window.size
-        for key_bytes, value in getattr(self, "_emitting", {}).pop(number, []):
+        emits, self._late_taken = getattr(self, "_emitting", {}).pop(number, ([], []))
+        for key_bytes, value in emits:
             user, start = split_window_key(key_bytes)
             key = self.key_codec.user.decode(user)
             out.append((key, WindowRange(start / 1000, (start + size) / 1000), value, user))
         self.windows_closed += len(out)
         return out
+
+    def take_late(self) -> list[tuple[Any, LateRecord]]:
+        """The late records of the partition ``take_emits`` was just asked for (dead-letter)."""
+        taken, self._late_taken = getattr(self, "_late_taken", []), []
+        return [(message, LateRecord(reason)) for message, reason in taken]
 
     def final_record(self, window: WindowRange, value: Any) -> bytes:
         """What ``.final(topic)`` receives for one closed window."""

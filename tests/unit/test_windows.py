@@ -319,3 +319,23 @@ async def test_without_close_idle_after_an_idle_partition_keeps_its_windows_open
         clock[0] += 3600
         await app.runtime.checkpoint.commit()
         assert final_records(app) == [] and list(views["a"]) == [((1000.0, 1010.0), 1)]
+
+
+async def test_late_records_go_to_the_dead_letter_topic_with_the_reason_when_asked():
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.tumbling(10, late="dead-letter"))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1001, 1011, 1004):
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 3, 10, message="three records processed")
+        await app.runtime.checkpoint.commit()
+        broker = MemoryBroker.named(app.conf.bootstrap_servers)
+        letters = [m for part in broker.logs.get(app.dlq_topic_name, []) for m in part if m.value is not None]
+        assert len(letters) == 1 and letters[0].key == b"a"
+        headers = dict(letters[0].headers)
+        assert headers["streamkit-stage"] == b"window" and b"closed window(s) [1000, 1010)" in headers[
+            "streamkit-error"]
+        assert headers["streamkit-source-offset"] == b"2" and views.late_records == 1
+    with pytest.raises(ConfigurationError, match="late='keep'"):
+        app.Table("other").tumbling(10, late="keep")
