@@ -64,10 +64,10 @@ def delete_topics(client: Any, names: list[str]) -> None:
             print(f"  (could not delete {name}: {exc})", file=sys.stderr)
 
 
-def produce_all(broker: str, topic: str, records: Iterable[tuple[bytes, bytes]], what: str,
-                **config: Any) -> float:
-    """Produce ``(key, value)`` pairs as fast as librdkafka takes them (waiting while its queue is
-    full), check every delivery, and return the seconds it took."""
+def produce_all(broker: str, topic: str, records: Iterable[tuple], what: str, **config: Any) -> float:
+    """Produce ``(key, value)`` or ``(key, value, timestamp_ms)`` records as fast as librdkafka
+    takes them (waiting while its queue is full), check every delivery, and return the seconds
+    it took."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": broker, "partitioner": "murmur2_random", **config})
@@ -79,10 +79,11 @@ def produce_all(broker: str, topic: str, records: Iterable[tuple[bytes, bytes]],
 
     started = time.perf_counter()
     produce = producer.produce
-    for i, (key, value) in enumerate(records):
+    for i, record in enumerate(records):
+        key, value, timestamp = record if len(record) == 3 else (*record, 0)  # 0: now
         while True:
             try:
-                produce(topic, value, key, on_delivery=on_delivery)
+                produce(topic, value, key, on_delivery=on_delivery, timestamp=timestamp)
                 break
             except BufferError:  # local queue full: serve delivery reports and retry
                 producer.poll(0.05)

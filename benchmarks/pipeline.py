@@ -2,6 +2,8 @@
 
 Stateless: decode an ``Order`` (a Record), add a field, produce a ``ProcessedOrder``.
 Stateful: count orders per user in a RocksDB table (changelog included), produce the count.
+Windowed: count orders per user per minute of their ``ts`` in a tumbling window; each closed
+minute's final count goes to the output once (the ``windowed-*`` scenarios).
 ``on_record`` runs for every record before it is transformed (meters, stop conditions);
 ``before_start`` is awaited once before the agent takes its first record.
 """
@@ -35,7 +37,7 @@ class UserCount(sk.Record):
 
 
 def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_topic: str,
-              guarantee: str = "at_least_once", stateful: bool = False,
+              guarantee: str = "at_least_once", stateful: bool | str = False,
               on_record: Callable[[Order], None] = lambda order: None,
               before_start: Callable[[], Awaitable[None]] | None = None, **settings: Any) -> tuple[sk.App, Any]:
     """The app and its agent, configured like the other scenarios (6 s sessions, earliest; no
@@ -46,6 +48,18 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
     source = app.topic(input_topic, key_type=str, value_type=Order, partitions=PARTITIONS)
     output = app.topic(output_topic, key_type=str, value_type=UserCount if stateful else ProcessedOrder,
                        partitions=PARTITIONS)
+    if stateful == "windowed":
+        per_minute = app.Table("counts", default=int).tumbling(60).relative_to_field(Order.ts).final(output)
+
+        @app.agent(source)
+        async def count_per_minute(stream):
+            if before_start is not None:
+                await before_start()
+            async for order in stream:
+                on_record(order)
+                per_minute[order.user] += 1
+
+        return app, count_per_minute
     counts = app.Table("counts", default=int, partitions=PARTITIONS) if stateful else None
 
     @app.agent(source, sink=[output])

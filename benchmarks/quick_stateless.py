@@ -53,7 +53,8 @@ from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_s
 STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
              for driver in ("aiokafka", "confluent")
              for suffix, guarantee, stateful in (("", "at_least_once", False), ("-eos", "exactly_once", False),
-                                                 ("-stateful", "at_least_once", True))}
+                                                 ("-stateful", "at_least_once", True),
+                                                 ("-windowed", "at_least_once", "windowed"))}
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
              "streamkit-aiokafka-eos", "streamkit-confluent-eos")  # the stateful ones: `python -m benchmarks run`
 PARTITIONS = 4
@@ -264,10 +265,10 @@ def scenario_main(args: argparse.Namespace) -> None:
 def fill_input(broker: str, topic: str, n: int) -> float:
     import orjson
 
-    now = time.time()
+    now = time.time()  # event time: 1,000 records per second from now (the record timestamps too)
     records = ((f"user-{i % 1000}".encode(),
                 orjson.dumps({"id": i, "user": f"user-{i % 1000}", "amount": 12.5, "ts": now + i / 1000.0,
-                              "note": "benchmark-record"})) for i in range(n))
+                              "note": "benchmark-record"}), int((now + i / 1000.0) * 1000)) for i in range(n))
     return produce_all(broker, topic, records, "input records", **{
         "linger.ms": 20, "batch.num.messages": 10000, "queue.buffering.max.messages": 500000})
 

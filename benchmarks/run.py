@@ -42,8 +42,10 @@ PEER_PACKAGES = ["faust-streaming==0.15.3", "quixstreams==3.28.1", "rocksdict", 
 STREAMKIT = ["raw-confluent", "raw-aiokafka",
              "streamkit-confluent", "streamkit-aiokafka",
              "streamkit-confluent-stateful", "streamkit-aiokafka-stateful",
-             "streamkit-confluent-eos", "streamkit-aiokafka-eos"]
-PEERS = ["quix-stateless", "quix-stateful", "quix-eos", "faust-stateless", "faust-stateful", "faust-eos"]
+             "streamkit-confluent-eos", "streamkit-aiokafka-eos",
+             "streamkit-confluent-windowed", "streamkit-aiokafka-windowed"]
+PEERS = ["quix-stateless", "quix-stateful", "quix-eos", "quix-windowed",
+         "faust-stateless", "faust-stateful", "faust-eos", "faust-windowed"]
 
 
 def ensure_peers_venv(log=print) -> Path:
@@ -93,7 +95,7 @@ def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str,
         expected = args.records
         if scenario.startswith("streamkit"):
             topics += [f"{group}-dlq", f"{group}-__leader", f"{group}-replies", f"{group}-__cluster"]
-            if "stateful" in scenario:
+            if "stateful" in scenario or "windowed" in scenario:
                 topics.append(f"{group}-counts-changelog")
     result["output_records"] = topic_count(args.broker, output)
     result["output_ok"] = result["output_records"] >= expected if args.exact_counts else None
@@ -124,6 +126,10 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         "stateless confluent / raw confluent": ratio("streamkit-confluent", "raw-confluent"),
         "stateless aiokafka / quix": ratio("streamkit-aiokafka", "quix-stateless"),
         "stateless aiokafka / raw aiokafka": ratio("streamkit-aiokafka", "raw-aiokafka"),
+        "windowed confluent / quix": ratio("streamkit-confluent-windowed", "quix-windowed"),
+        "windowed aiokafka / quix": ratio("streamkit-aiokafka-windowed", "quix-windowed"),
+        "windowed confluent / faust": ratio("streamkit-confluent-windowed", "faust-windowed"),
+        "windowed aiokafka / faust": ratio("streamkit-aiokafka-windowed", "faust-windowed"),
         "stateful confluent / quix": ratio("streamkit-confluent-stateful", "quix-stateful"),
         "stateful aiokafka / quix": ratio("streamkit-aiokafka-stateful", "quix-stateful"),
         "stateful confluent / faust": ratio("streamkit-confluent-stateful", "faust-stateful"),

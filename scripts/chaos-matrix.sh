@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fault-injection matrix on a real Apache Kafka started by ../shared/tools/real-kafka.sh:
 #   KAFKA_DIR=~/kafka-4.1.0 KAFKA_PORT=29092 bash scripts/chaos-matrix.sh [scenario ...]
-# Scenarios: outage10 outage45 outage120 freeze45 kill churn malformed diskfull (default: all), each run
+# Scenarios: outage10 outage45 outage120 freeze45 kill churn malformed diskfull (default: all) and windows
+# (kill with a per-minute tumbling window whose final values are checked; not in the default), each run
 # for both drivers and both guarantees; one summary line per run, appended to chaos-results.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ for s in "${scenarios[@]}"; do
     outage*) args=(--scenario outage --fault-seconds "${s#outage}" --records 20000 --workers 2);;
     freeze*) args=(--scenario freeze --fault-seconds "${s#freeze}" --records 20000 --workers 2);;
     kill) args=(--scenario kill --kills 20 --records 60000 --workers 3);;
+    windows) args=(--scenario kill --kills 6 --records 60000 --workers 3 --windows);;  # issue 15's run
     churn) args=(--scenario churn --churn-seconds 120 --records 60000 --workers 2);;
     malformed) args=(--scenario malformed --malformed 10000 --records 50000 --workers 2);;
     diskfull) args=(--scenario diskfull --records 20000 --workers 2);;  # needs root (mounts a tmpfs)

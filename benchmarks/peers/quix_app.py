@@ -1,6 +1,6 @@
 """Quix Streams peer (runs in the peers venv): stateless enrich, count per key (RocksDB), EOS.
 
-    python quix_app.py --scenario stateless|stateful|eos --broker B --input T --output O --group G --records N
+    python quix_app.py --scenario stateless|stateful|eos|windowed --broker B --input T --output O --group G --records N
 
 Prints one ``RESULT {json}`` line: records/s from the first record to the end of the final
 commit (app.stop() commits), CPU seconds in that window, peak RSS.
@@ -28,7 +28,7 @@ def main() -> None:
     app = Application(broker_address=args.broker, consumer_group=args.group, auto_offset_reset="earliest",
                       processing_guarantee="exactly-once" if args.scenario == "eos" else "at-least-once",
                       state_dir=tempfile.mkdtemp(prefix="quix-state-"), loglevel="WARNING")
-    source = app.topic(args.input, value_deserializer="json")
+    source = app.topic(args.input, value_deserializer="json")  # windows: the record timestamps (= ts)
     sink = app.topic(args.output, value_serializer="json")
     state = {"n": 0, "t0": None, "cpu0": 0.0}
 
@@ -48,6 +48,8 @@ def main() -> None:
             return {"user": value["user"], "count": total}
 
         sdf = sdf.apply(count, stateful=True)
+    elif args.scenario == "windowed":
+        sdf = sdf.tumbling_window(60_000).count().final()
     else:
         sdf = sdf.apply(lambda value: {**value, "processed": True})
     sdf.to_topic(sink)

@@ -37,6 +37,11 @@ class Summary:
     died: int = 0
     slow_stops: int = 0
     faults: int = 0
+    windows: int = 0  # --windows: closed windows the truth has, and how the emitted finals differ
+    windows_missing: int = 0
+    windows_duplicated: int = 0
+    windows_under: int = 0
+    windows_over: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -46,14 +51,18 @@ class Summary:
 
     @property
     def ok(self) -> bool:
-        lossless = self.missing == 0 and self.table_under == 0 and self.died == 0 and self.slow_stops == 0
+        lossless = (self.missing == 0 and self.table_under == 0 and self.died == 0 and self.slow_stops == 0
+                    and self.windows_missing == 0 and self.windows_under == 0 and self.windows_over == 0)
         dlq_ok = self.dead_lettered >= self.malformed if not self.exact else self.dead_lettered == self.malformed
         if self.exact:
-            return lossless and dlq_ok and self.duplicated == 0 and self.table_over == 0
+            return lossless and dlq_ok and self.duplicated == 0 and self.table_over == 0 and self.windows_duplicated == 0
         return lossless and dlq_ok
 
     def line(self) -> str:
         dlq = f" malformed={self.malformed} dead_lettered={self.dead_lettered}" if self.malformed else ""
+        if self.windows:
+            dlq += (f" windows={self.windows} missing={self.windows_missing} duplicated={self.windows_duplicated} "
+                    f"under={self.windows_under} over={self.windows_over}")
         return (f"[{self.driver}/{self.guarantee}/{self.scenario}] inputs={self.inputs} outputs={self.outputs} "
                 f"missing={self.missing} duplicated={self.duplicated} table_under={self.table_under} "
                 f"table_over={self.table_over}{dlq} died={self.died} slow_stops={self.slow_stops} "
@@ -70,7 +79,8 @@ class Worker:
         self.log_path = workdir / f"worker-{index}.log"
         self.env = {**os.environ, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PYTHONUNBUFFERED": "1",
                     "CHAOS_APP_ID": names["app"], "CHAOS_IN": names["in"], "CHAOS_OUT": names["out"],
-                    "CHAOS_PARTITIONS": str(PARTITIONS), "CHAOS_GUARANTEE": guarantee}
+                    "CHAOS_PARTITIONS": str(PARTITIONS), "CHAOS_GUARANTEE": guarantee,
+                    **({"CHAOS_FINAL": names["final"]} if "final" in names else {})}
         self.process: subprocess.Popen | None = None
         self.stop_seconds: list[float] = []
 
@@ -136,7 +146,7 @@ def group_lag(broker: str, group: str, topic: str) -> int:
 
 def create_topics(broker: str, names: dict[str, str]) -> None:
     admin = AdminClient({"bootstrap.servers": broker})
-    futures = admin.create_topics([NewTopic(names["in"], PARTITIONS, 1), NewTopic(names["out"], PARTITIONS, 1)])
+    futures = admin.create_topics([NewTopic(names[n], PARTITIONS, 1) for n in ("in", "out", "final") if n in names])
     for future in futures.values():
         future.result(15)
 
@@ -220,3 +230,49 @@ def table_errors(broker: str, changelog: str, records: int, keys: int, *, commit
     under = sum(1 for key, want in expected.items() if latest.get(key, 0) < want)
     over = sum(1 for key in expected.keys() | latest.keys() if latest.get(key, 0) > expected.get(key, 0))
     return under, over
+
+
+WINDOW_SECONDS = 60  # tests/chaos/app.py: per-minute windows, event time = sequence number / 100 s
+
+
+def window_truth(records: int, keys: int) -> dict[tuple[str, float], int]:
+    """Each window that must have closed: its stream time (its partition's largest event time)
+    reached its end. Every key's inputs arrive in sequence order, so none is late."""
+    from streamkit.transport.partitioner import partition_for_key
+
+    counts: dict[tuple[str, float], int] = {}
+    high: dict[int, int] = {}
+    for i in range(records):
+        key = f"k{i % keys}"
+        number = partition_for_key(key.encode(), PARTITIONS)
+        high[number] = max(high.get(number, 0), i * 10)  # event time in ms
+        start = float((i // 100) // WINDOW_SECONDS * WINDOW_SECONDS)
+        counts[(key, start)] = counts.get((key, start), 0) + 1
+    return {(key, start): n for (key, start), n in counts.items()
+            if (start + WINDOW_SECONDS) * 1000 <= high[partition_for_key(key.encode(), PARTITIONS)]}
+
+
+def window_errors(broker: str, topic: str, records: int, keys: int, *, committed: bool) -> tuple[int, ...]:
+    """(windows, missing, duplicated, under, over) of the final values emitted to ``topic``."""
+    import orjson
+
+    truth = window_truth(records, keys)
+    reader = Reader(broker, topic, committed=committed)
+    try:
+        reader.drain()
+        emitted = [(m.key().decode(), orjson.loads(m.value())) for m in reader.records if m.value() is not None]
+    finally:
+        reader.close()
+    seen: dict[tuple[str, float], int] = {}
+    duplicated = under = over = 0
+    for key, final in emitted:
+        window = (key, float(final["start"]))
+        if window in seen:
+            duplicated += 1
+        seen[window] = final["value"]
+        want = truth.get(window)
+        if want is not None and final["value"] < want:
+            under += 1
+        elif want is None or final["value"] > want:
+            over += 1
+    return len(truth), len(truth.keys() - seen.keys()), duplicated, under, over

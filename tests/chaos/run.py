@@ -34,7 +34,8 @@ import uuid
 from pathlib import Path
 
 from .disk import SmallDisk
-from .harness import STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, table_errors
+from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, table_errors,
+                      window_errors)
 
 SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
@@ -76,12 +77,14 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         records: int = 60000, kills: int = 20, workers: int = 3, keys: int = 1000, interval: float = 3.0,
         fault_seconds: float = 45.0, churn_seconds: float = 120.0, malformed: int = 10000,
         control: BrokerControl | None = None, drain_timeout: float = 240.0, workdir: Path | None = None,
-        seed: int | None = None, log=print) -> Summary:
+        seed: int | None = None, windows: bool = False, log=print) -> Summary:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
     rng = random.Random(seed)
     unique = uuid.uuid4().hex[:8]
     names = {"app": f"chaos-{unique}", "in": f"chaos-in-{unique}", "out": f"chaos-out-{unique}"}
+    if windows:
+        names["final"] = f"chaos-final-{unique}"
     workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     label = {"outage": f"outage{fault_seconds:.0f}", "freeze": f"freeze{fault_seconds:.0f}",
@@ -194,6 +197,9 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     summary.duplicated = len(seen) - len(unique_seen)
     summary.table_under, summary.table_over = table_errors(broker, f"{names['app']}-sums-changelog", records, keys,
                                                            committed=exact)
+    if windows:
+        (summary.windows, summary.windows_missing, summary.windows_duplicated, summary.windows_under,
+         summary.windows_over) = window_errors(broker, names["final"], records, keys, committed=exact)
     summary.malformed = fed.get("bad", 0)
     if summary.malformed:
         summary.dead_lettered = dead_letters(broker, f"{names['app']}-dlq", committed=exact, exact=exact)
@@ -229,13 +235,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-start", help="command that starts it again (outage)")
     parser.add_argument("--broker-pid-file", help="file with the broker's pid (freeze)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--windows", action="store_true",
+                        help="also count per key per minute of event time in a tumbling window and check each "
+                             "closed window's final value against the truth")
     parser.add_argument("--workdir", type=Path, default=None, help="data dirs and worker logs (default: a temp dir)")
     args = parser.parse_args(argv)
     control = BrokerControl(args.broker_stop, args.broker_start, args.broker_pid_file)
     summary = run(args.broker, args.driver, guarantee=args.guarantee, scenario=args.scenario, records=args.records,
                   kills=args.kills, workers=args.workers, interval=args.interval, fault_seconds=args.fault_seconds,
                   churn_seconds=args.churn_seconds, malformed=args.malformed, control=control, seed=args.seed,
-                  workdir=args.workdir)
+                  workdir=args.workdir, windows=args.windows)
     print(summary.line())
     return 0 if summary.ok else 1
 

@@ -16,13 +16,15 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
         [sys.executable, "-m", "benchmarks", "run", "--broker", broker_address, "--records", "3000",
          "--no-peers", "--recovery-keys", "0", "--repeat", "1",
          "--latency-seconds", "3",
-         "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful,latency-confluent",
+         "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful,streamkit-confluent-windowed,"
+                        "latency-confluent",
          "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "stateless confluent / raw confluent" in proc.stdout
     result = json.loads(out.read_text())
-    assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful"}
+    assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful",
+                                      "streamkit-confluent-windowed"}
     # every record processed; more when a rebalance on a loaded machine made a worker reprocess some
     assert all(s["ok_runs"] == 1 and s["records"] >= 3000 for s in result["summary"].values()), result["summary"]
     ratio = result["ratios"]["stateless confluent / raw confluent"]
