@@ -56,7 +56,7 @@ def check_runnable(agent: "Agent") -> None:
     from ..agents.agent import Agent
     from ..app import App
     from ..tables.table import Table
-    from ..tables.windows import WindowWrapper
+    from ..tables.window_api import WindowWrapper
     from ..topics import Topic
 
     fun = agent.fold.fun if agent.fold is not None else agent.source_fun

@@ -103,7 +103,8 @@ class Table:
                  late: str = "drop", key_index: bool = False) -> Any:
         """Fixed, non-overlapping windows of ``size`` (seconds or timedelta). ``key_index``
         (Faust) is accepted: windowed tables are always iterable."""
-        from .windows import TumblingWindow, make_windowed
+        from .window_api import make_windowed
+        from .windows import TumblingWindow
 
         return make_windowed(self, TumblingWindow(size, expires=expires, grace=grace,
                                                   close_idle_after=close_idle_after, late=late))
@@ -111,7 +112,8 @@ class Table:
     def hopping(self, size: Any, step: Any, expires: Any = None, *, grace: Any = 0, close_idle_after: Any = None,
                 late: str = "drop", key_index: bool = False) -> Any:
         """Windows of ``size`` starting every ``step``: a record falls in ``size / step`` of them."""
-        from .windows import Window, make_windowed
+        from .window_api import make_windowed
+        from .windows import Window
 
         return make_windowed(self, Window(size, step, expires=expires, grace=grace,
                                           close_idle_after=close_idle_after, late=late))

@@ -1,0 +1,206 @@
+"""The user-facing side of windowed tables: what ``Table.tumbling()``/``.hopping()`` return.
+
+``table[key] += 1`` updates every window the current time falls in (``WindowSet``); reads pick a
+window by the current record's time, the wall clock, or a field of the value. The state and its
+closing live in windows.py.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from ..errors import ConfigurationError
+from ..streams.stream import current_event
+from .table import Table
+from .windows import Window, WindowedTable, WindowRange, _ms, _wall_ms
+
+if TYPE_CHECKING:
+    from ..topics import Topic
+
+
+def _time_of_field(field: Any) -> Callable[[Any], int]:
+    """A value's event time (epoch ms) from ``Model.field``, a field name, or a function."""
+    if isinstance(field, str):
+        name = field
+        get: Callable[[Any], Any] = lambda value: getattr(value, name)  # noqa: E731
+    elif hasattr(field, "__get__") and not callable(field):
+        get = lambda value: field.__get__(value, type(value))  # noqa: E731
+    elif callable(field):
+        get = field
+    else:
+        raise ConfigurationError(f"relative_to_field needs Model.field, a field name or a function, got {field!r}")
+
+    def time_of(value: Any) -> int:
+        stamp = get(value)
+        if isinstance(stamp, datetime):
+            return round(stamp.timestamp() * 1000)
+        if isinstance(stamp, (int, float)):
+            return round(stamp * 1000)  # epoch seconds, as Faust reads them
+        raise TypeError(f"the window's time field is {type(stamp).__name__}, not a datetime or epoch seconds")
+
+    return time_of
+
+
+class WindowWrapper:
+    """What ``.tumbling()``/``.hopping()`` return: ``table[key] += 1`` updates every window the
+    current time falls in; ``table[key].current()``/``.now()``/``.value()``/``.delta(d)`` read."""
+
+    def __init__(self, table: WindowedTable, relative_to: str = "stream", field: Any = None) -> None:
+        self.table = table
+        self.relative_to = relative_to
+        self._field = field
+        self._field_time = _time_of_field(field) if relative_to == "field" else None
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def relative_to_stream(self) -> "WindowWrapper":
+        return WindowWrapper(self.table, "stream")
+
+    def relative_to_now(self) -> "WindowWrapper":
+        return WindowWrapper(self.table, "now")
+
+    def relative_to_field(self, field: Any) -> "WindowWrapper":
+        return WindowWrapper(self.table, "field", field)
+
+    def _event_time(self) -> tuple[int, bool]:
+        """(time in ms, whether it is event time that advances the stream time)."""
+        if self.relative_to == "now":
+            return _wall_ms(), True
+        event = current_event()
+        if event is None:
+            raise RuntimeError(f"windowed table {self.table.name!r} relative to the "
+                               f"{'stream' if self.relative_to == 'stream' else 'field'} is written from "
+                               "outside a record: use relative_to_now() there")
+        if self.relative_to == "field":
+            assert self._field_time is not None
+            return self._field_time(event.value), True
+        if event.timestamp is None:
+            raise RuntimeError(f"windowed table {self.table.name!r}: record {event.topic}[{event.partition}]@"
+                               f"{event.offset} has no timestamp; use relative_to_field or relative_to_now")
+        return int(event.timestamp), True
+
+    def _read_time(self) -> int:
+        if self.relative_to == "now" or current_event() is None:
+            return _wall_ms()
+        return self._event_time()[0]
+
+    # -- dict API -------------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> "WindowSet":
+        return WindowSet(key, self)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, WindowSet):  # ``table[k] += 1``: the WindowSet already applied it
+            return
+        ts, advance = self._event_time()
+        self.table.update(key, ts, lambda _old: value, advance=advance)
+
+    def __delitem__(self, key: Any) -> None:
+        raise ConfigurationError("deleting a key of a windowed table is not supported: windows are deleted when "
+                                 "they expire (expires=)")
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` of each key's window that the current time falls in."""
+        ts = self._read_time()
+        start = self.table.window.ranges(ts)[-1][0]
+        return ((k, v) for (k, s), v in self.table._local_items() if s == start)
+
+    def keys(self) -> Iterator[Any]:
+        return (k for k, _ in self.items())
+
+    def values(self) -> Iterator[Any]:
+        return (v for _, v in self.items())
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.keys()
+
+    # -- results --------------------------------------------------------------------------------
+
+    def final(self, topic: "Topic") -> "WindowWrapper":
+        """Send each window's final value to ``topic`` once when it closes: key = the table key,
+        value = ``{"start": s, "end": e, "value": v}`` (seconds), same partition number."""
+        self.table.final_topic = topic
+        return self
+
+    @property
+    def on_window_close(self) -> Any:
+        return self.table.on_window_close
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    @property
+    def late_records(self) -> int:
+        return self.table.late_records
+
+    def __repr__(self) -> str:
+        return f"<WindowWrapper {self.table.name!r} {self.table.window.describe()} relative to {self.relative_to}>"
+
+
+class WindowSet:
+    """One key's windows: arithmetic updates every window the current time falls in."""
+
+    def __init__(self, key: Any, wrapper: WindowWrapper) -> None:
+        self.key = key
+        self.wrapper = wrapper
+
+    def _apply(self, change: Callable[[Any], Any]) -> "WindowSet":
+        ts, advance = self.wrapper._event_time()
+        self.wrapper.table.update(self.key, ts, change, advance=advance)
+        return self
+
+    def __iadd__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v + other)
+
+    def __isub__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v - other)
+
+    def __imul__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v * other)
+
+    def __itruediv__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v / other)
+
+    def __ifloordiv__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v // other)
+
+    def __imod__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v % other)
+
+    def __ior__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v | other)
+
+    def __iand__(self, other: Any) -> "WindowSet":
+        return self._apply(lambda v: v & other)
+
+    def current(self) -> Any:
+        """The window the current record's time (the wall clock outside a record) falls in."""
+        return self.wrapper.table.read(self.key, self.wrapper._read_time())
+
+    def now(self) -> Any:
+        return self.wrapper.table.read(self.key, _wall_ms())
+
+    def value(self) -> Any:
+        """The window the wrapper's time (stream, field or now) falls in."""
+        return self.current()
+
+    def delta(self, d: float | timedelta) -> Any:
+        """The window the time ``d`` before the current one falls in."""
+        return self.wrapper.table.read(self.key, self.wrapper._read_time() - _ms(d, "delta"))
+
+    def __iter__(self) -> Iterator[tuple[WindowRange, Any]]:
+        return self.wrapper.table.windows_of(self.key)
+
+    def __repr__(self) -> str:
+        return f"<WindowSet {self.key!r} of {self.wrapper.table.name!r}>"
+
+
+def make_windowed(table: Table, window: Window) -> WindowWrapper:
+    if table.is_global:
+        raise ConfigurationError(f"GlobalTable {table.name!r} cannot be windowed: window a Table")
+    if isinstance(table, WindowedTable):
+        raise ConfigurationError(f"table {table.name!r} is already windowed")
+    table.__class__ = WindowedTable
+    table._make_windowed(window)  # type: ignore[attr-defined]
+    return WindowWrapper(table)  # type: ignore[arg-type]
