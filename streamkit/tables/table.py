@@ -118,9 +118,19 @@ class Table:
         return make_windowed(self, Window(size, step, expires=expires, grace=grace,
                                           close_idle_after=close_idle_after, late=late))
 
+    def session(self, gap: Any, *, grace: Any = 0, expires: Any = None, merge: Callable[[Any, Any], Any] | None = None,
+                close_idle_after: Any = None, late: str = "drop") -> Any:
+        """Session windows (tables/sessions.py): a key's records less than ``gap`` apart form one
+        session; ``merge`` combines two sessions' values when a record bridges them (default +)."""
+        from .sessions import SessionTable, SessionWindow
+        from .window_api import make_windowed
+
+        return make_windowed(self, SessionWindow(gap, grace=grace, expires=expires, merge=merge,
+                                                 close_idle_after=close_idle_after, late=late), SessionTable)
+
     def sliding(self, *args: Any, **kwargs: Any) -> Any:
-        raise ConfigurationError(f"table {self.name!r}: sliding windows are not available yet; use tumbling(size) "
-                                 "or hopping(size, step)")
+        raise ConfigurationError(f"table {self.name!r}: sliding windows are not available yet; use tumbling(size), "
+                                 "hopping(size, step) or session(gap)")
 
     def forget_writes(self, number: int) -> None:
         """Back to the store's committed state for partition ``number`` (a rolled-back checkpoint)."""

@@ -101,9 +101,7 @@ class WindowWrapper:
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """``(key, value)`` of each key's window that the current time falls in."""
-        ts = self._read_time()
-        start = self.table.window.ranges(ts)[-1][0]
-        return ((k, v) for (k, s), v in self.table._local_items() if s == start)
+        return self.table.current_items(self._read_time())
 
     def keys(self) -> Iterator[Any]:
         return (k for k, _ in self.items())
@@ -196,11 +194,11 @@ class WindowSet:
         return f"<WindowSet {self.key!r} of {self.wrapper.table.name!r}>"
 
 
-def make_windowed(table: Table, window: Window) -> WindowWrapper:
+def make_windowed(table: Table, window: Window, cls: type[WindowedTable] = WindowedTable) -> WindowWrapper:
     if table.is_global:
         raise ConfigurationError(f"GlobalTable {table.name!r} cannot be windowed: window a Table")
     if isinstance(table, WindowedTable):
         raise ConfigurationError(f"table {table.name!r} is already windowed")
-    table.__class__ = WindowedTable
+    table.__class__ = cls
     table._make_windowed(window)  # type: ignore[attr-defined]
     return WindowWrapper(table)  # type: ignore[arg-type]

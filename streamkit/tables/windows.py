@@ -136,6 +136,10 @@ class WindowKeyCodec:
         key, start = composite
         return window_key(self.user.encode(key) or b"", start)
 
+    def probe(self, key: Any) -> tuple[Any, int]:
+        """A composite key of ``key`` (any window): for the partition checks of a write."""
+        return key, 0
+
     def decode(self, key_bytes: bytes) -> Any:
         if key_bytes == STREAM_TIME_KEY:
             return STREAM_TIME_KEY
@@ -242,15 +246,7 @@ class WindowedTable(Table):
 
     def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Apply ``change`` to every open window of ``key`` that ``ts`` falls in."""
-        number = self.user_partition(key)
-        self._locate((key, 0), writing=True)  # the same checks as a plain write
-        state = self._state(number)
-        if advance:
-            state.active_at, state.idle_from = _clock(), None
-            if state.stream_time is None or ts > state.stream_time:
-                state.stream_time = ts
-                state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
-        now = state.stream_time if state.stream_time is not None else ts
+        state, now = self._begin(key, ts, advance)
         window = self.window
         late: list[tuple[int, int]] = []
         for start, end in window.ranges(ts):
@@ -264,20 +260,42 @@ class WindowedTable(Table):
                 self._track(state, self.key_codec.encode(composite), start)
             self[composite] = change(value)
         if late:
-            self.late_records += 1
-            event = current_event()
-            if window.late == "dead-letter" and event is not None:
-                state.late.append((event.message, f"table {self.name!r}: event time {ts / 1000:g}s falls in closed "
-                                                  f"window(s) {', '.join(f'[{s / 1000:g}, {e / 1000:g})' for s, e in late)}"
-                                                  f" (stream time {now / 1000:g}s, grace {window.grace / 1000:g}s)"))
-            if self.late_records == 1 or self.late_records % 1000 == 0:
-                log.warning("table %r: %d late record(s) so far (event time behind a closed window's end + grace); "
-                            "their updates to closed windows are dropped", self.name, self.late_records)
+            self._late(state, ts, now, late)
         self._close_due(state, now)
 
-    def _close_due(self, state: _PartitionWindows, now: int) -> None:
+    def _begin(self, key: Any, ts: int, advance: bool) -> tuple[_PartitionWindows, int]:
+        """The checks of a plain write, then the partition's state with its stream time moved
+        to ``ts`` (event time); returns the state and the stream time to judge lateness by."""
+        number = self.user_partition(key)
+        self._locate(self.key_codec.probe(key), writing=True)
+        state = self._state(number)
+        if advance:
+            state.active_at, state.idle_from = _clock(), None
+            if state.stream_time is None or ts > state.stream_time:
+                state.stream_time = ts
+                state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
+        return state, state.stream_time if state.stream_time is not None else ts
+
+    def _late(self, state: _PartitionWindows, ts: int, now: int, closed: list[tuple[int, int]]) -> None:
+        """A record for closed windows: counted, dropped, dead-lettered with ``late='dead-letter'``."""
+        window = self.window
+        self.late_records += 1
+        event = current_event()
+        if window.late == "dead-letter" and event is not None:
+            spans = ", ".join(f"[{s / 1000:g}, {e / 1000:g})" for s, e in closed)
+            state.late.append((event.message, (f"table {self.name!r}: event time {ts / 1000:g}s falls in closed "
+                                               f"window(s) {spans} (stream time {now / 1000:g}s, "
+                                               f"grace {window.grace / 1000:g}s)")))
+        if self.late_records == 1 or self.late_records % 1000 == 0:
+            log.warning("table %r: %d late record(s) so far (event time behind a closed window's end + grace); "
+                        "their updates to closed windows are dropped", self.name, self.late_records)
+
+    def _close_due(self, state: _PartitionWindows, now: int) -> list[bytes]:
+        closed: list[bytes] = []
         for close_at in sorted(t for t in state.closing_at if t <= now):
-            state.closed.extend(sorted(state.closing_at.pop(close_at)))
+            closed.extend(sorted(state.closing_at.pop(close_at)))
+        state.closed.extend(closed)
+        return closed
 
     def read(self, key: Any, ts: int, *, latest: bool = True) -> Any:
         """The value of the window of ``key`` that ``ts`` falls in (the most recent one if several)."""
@@ -294,6 +312,11 @@ class WindowedTable(Table):
         size = self.window.size
         for start in sorted(found):
             yield WindowRange(start / 1000, (start + size) / 1000), found[start]
+
+    def current_items(self, ts: int) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` of each key's window that ``ts`` falls in (the most recent one)."""
+        start = self.window.ranges(ts)[-1][0]
+        return ((k, v) for (k, s), v in self._local_items() if s == start)
 
     def _local_items(self) -> Iterator[tuple[Any, Any]]:
         return ((k, v) for k, v in super()._local_items() if k is not STREAM_TIME_KEY)
@@ -347,14 +370,18 @@ class WindowedTable(Table):
         """The windows of partition ``number`` closed at this checkpoint: ``(key, range, value,
         key bytes)``."""
         out = []
-        size = self.window.size
         emits, self._late_taken = getattr(self, "_emitting", {}).pop(number, ([], []))
         for key_bytes, value in emits:
-            user, start = split_window_key(key_bytes)
+            user, start, end = self._span(key_bytes)
             key = self.key_codec.user.decode(user)
-            out.append((key, WindowRange(start / 1000, (start + size) / 1000), value, user))
+            out.append((key, WindowRange(start / 1000, end / 1000), value, user))
         self.windows_closed += len(out)
         return out
+
+    def _span(self, key_bytes: bytes) -> tuple[bytes, int, int]:
+        """(key bytes, start, end) of a stored window."""
+        user, start = split_window_key(key_bytes)
+        return user, start, start + self.window.size
 
     def take_late(self) -> list[tuple[Any, LateRecord]]:
         """The late records of the partition ``take_emits`` was just asked for (dead-letter)."""

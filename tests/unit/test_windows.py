@@ -339,3 +339,65 @@ async def test_late_records_go_to_the_dead_letter_topic_with_the_reason_when_ask
         assert headers["streamkit-source-offset"] == b"2" and views.late_records == 1
     with pytest.raises(ConfigurationError, match="late='keep'"):
         app.Table("other").tumbling(10, late="keep")
+
+
+# -- session windows ----------------------------------------------------------------------------
+
+async def test_a_record_that_bridges_two_open_sessions_merges_them():
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.session(5, grace=10))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for t in (1000, 1003, 1010):  # two sessions: [1000, 1003] and [1010, 1010]
+            await send_at(clicks, "a", t)
+        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        assert [s for s, _ in views["a"]] == [(1000.0, 1003.0), (1010.0, 1010.0)]
+        await send_at(clicks, "a", 1007)  # within 5 s of both: one session [1000, 1010] of 4
+        await send_at(clicks, "a", 1040)  # stream time 1040 >= 1010 + 5 + 10 closes it
+        await wait_for(lambda: len(seen) == 5, 10, message="five records counted")
+        assert seen[3] == ("a", 4)
+        await app.runtime.checkpoint.commit()
+        assert final_records(app) == [("a", {"start": 1000.0, "end": 1010.0, "value": 4})]
+        assert closed == [(("a", (1000.0, 1010.0)), 4)]
+
+
+def session_truth(records, gap, grace):
+    """Sessions over the whole input at once: each key's timestamps sorted and cut where two
+    neighbours are more than ``gap`` apart; those that must have closed by the end."""
+    high = max(ts for _, ts in records)
+    truth = {}
+    for key in {k for k, _ in records}:
+        stamps = sorted(ts for k, ts in records if k == key)
+        first = last = stamps[0]
+        count = 0
+        for ts in stamps:
+            if ts - last > gap:
+                truth[(key, first, last)] = count
+                first, count = ts, 0
+            last = ts
+            count += 1
+        truth[(key, first, last)] = count
+    return {w: n for w, n in truth.items() if w[2] + gap + grace <= high}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(records=[("a", 0), ("a", 5), ("a", 2), ("a", 30)], jitter=[0, 0, 4, 0], gap=3)
+@given(records=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 50)), min_size=1, max_size=25),
+       jitter=st.lists(st.integers(0, 4), min_size=25, max_size=25), gap=st.sampled_from([1, 3, 5]))
+async def test_sessions_match_a_batch_recomputation_when_disorder_stays_within_grace(records, jitter, gap):
+    """Records arrive up to 4 s out of order; with grace 5 none is late and every session's final
+    value is the count of its cluster of timestamps."""
+    grace = 5
+    arrival = [r for _, r in sorted(zip([ts + j for (_, ts), j in zip(records, jitter)], records),
+                                    key=lambda pair: pair[0])]
+    app, clicks, views, seen, closed = windowed_app(f"wins-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.session(gap, grace=grace))
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for key, ts in arrival:
+            await send_at(clicks, key, 1000 + ts)
+        await wait_for(lambda: len(seen) == len(arrival), 10, message="every record processed")
+        await app.runtime.checkpoint.commit()
+        emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
+        assert emitted == session_truth(arrival, gap, grace)
+        assert views.late_records == 0

@@ -1,0 +1,175 @@
+"""Session windows: ``app.Table("visits", default=int).session(gap)``.
+
+A key's records less than ``gap`` apart (event time) form one session ``[first, last]``; a record
+that falls within ``gap`` of two sessions merges them (Kafka Streams' SessionWindows). Merging
+two sessions' values needs a function: ``merge=`` (default ``+``, right for counts, sums and
+lists; ``operator.or_`` for sets). A session closes when its partition's stream time reaches
+``end + gap + grace``: a later record can no longer extend it. Then its final value is emitted
+like any window's (``on_window_close``, ``.final(topic)``) and the session is deleted, or kept
+``expires`` longer. A record whose session would already be closed is late: counted, dropped.
+
+Store key: the window key of ``(key, start)`` followed by the end, so a key's sessions are one
+ordered range of the store.
+"""
+from __future__ import annotations
+
+import operator
+from datetime import timedelta
+from typing import Any, Callable, Iterator
+
+from ..errors import ConfigurationError
+from .table import DELETED, TablePartition
+from .windows import (
+    _START, _SIGN, LATE_CHOICES, STREAM_TIME_KEY, Window, WindowedTable, WindowKeyCodec, WindowRange,
+    _ms, _PartitionWindows, split_window_key, window_key,
+)
+
+_ABSENT = object()
+
+
+class SessionWindow(Window):
+    kind = "session"
+
+    def __init__(self, gap: float | timedelta, *, grace: float | timedelta = 0, expires: Any = None,
+                 merge: Callable[[Any, Any], Any] | None = None, close_idle_after: Any = None,
+                 late: str = "drop") -> None:
+        if late not in LATE_CHOICES:
+            raise ConfigurationError(f"late={late!r}: use 'drop' or 'dead-letter'")
+        self.gap = self.size = self.step = _ms(gap, "gap")
+        if self.gap <= 0:
+            raise ConfigurationError(f"a session window needs a positive gap, got {gap!r}")
+        self.grace = _ms(grace, "grace")
+        self.expires = 0 if expires is None else _ms(expires, "expires")  # kept this long after closing
+        self.merge = merge or operator.add
+        self.close_idle_after = None if close_idle_after is None else _ms(close_idle_after, "close_idle_after")
+        self.late = late
+
+    def ranges(self, ts: int) -> list[tuple[int, int]]:
+        raise TypeError("session windows have no fixed ranges")
+
+    def describe(self) -> str:
+        return f"session gap {self.gap / 1000:g}s, grace {self.grace / 1000:g}s"
+
+
+class SessionKeyCodec(WindowKeyCodec):
+    """``(key, start_ms, end_ms)`` <-> store key."""
+
+    name = "session-key"
+
+    def encode(self, composite: tuple[Any, int, int]) -> bytes:  # type: ignore[override]
+        key, start, end = composite
+        return window_key(self.user.encode(key) or b"", start) + _START.pack(end + _SIGN)
+
+    def decode(self, key_bytes: bytes) -> Any:
+        if key_bytes == STREAM_TIME_KEY:
+            return STREAM_TIME_KEY
+        user, start, end = split_session_key(key_bytes)
+        return self.user.decode(user), start, end
+
+    def probe(self, key: Any) -> tuple[Any, int, int]:  # type: ignore[override]
+        return key, 0, 0
+
+
+def split_session_key(key_bytes: bytes) -> tuple[bytes, int, int]:
+    user, start = split_window_key(key_bytes)
+    return user, start, _START.unpack_from(key_bytes, len(key_bytes) - _START.size)[0] - _SIGN
+
+
+class _PartitionSessions(_PartitionWindows):
+    def __init__(self, part: TablePartition) -> None:
+        super().__init__(part)
+        self.open: dict[bytes, dict[tuple[int, int], bytes]] = {}  # key bytes -> open sessions
+
+
+class SessionTable(WindowedTable):
+    """A WindowedTable whose windows are sessions (module docstring)."""
+
+    window: SessionWindow
+
+    def _make_windowed(self, window: Window) -> None:
+        super()._make_windowed(window)
+        self.key_codec = SessionKeyCodec(self.key_codec.user)  # type: ignore[assignment]
+        self.entries.key_codec = self.key_codec
+
+    def _rebuild(self, part: TablePartition) -> _PartitionWindows:
+        state = _PartitionSessions(part)
+        raw = part.store.get(STREAM_TIME_KEY)
+        state.stream_time = int(self.entries.decode_value(raw)) if raw is not None else None
+        for key_bytes, _raw in part.store.items():
+            if key_bytes != STREAM_TIME_KEY:
+                self._track_session(state, key_bytes)
+        return state
+
+    def _track_session(self, state: _PartitionSessions, key_bytes: bytes) -> None:
+        user, start, end = split_session_key(key_bytes)
+        window = self.window
+        close_at = end + window.gap + window.grace
+        if state.stream_time is None or close_at > state.stream_time:
+            state.closing_at.setdefault(close_at, set()).add(key_bytes)
+            state.open.setdefault(user, {})[(start, end)] = key_bytes
+        state.expiring_at.setdefault(close_at + window.expires, set()).add(key_bytes)
+
+    def _untrack(self, state: _PartitionSessions, user: bytes, start: int, end: int, key_bytes: bytes) -> None:
+        window = self.window
+        close_at = end + window.gap + window.grace
+        state.closing_at.get(close_at, set()).discard(key_bytes)
+        state.expiring_at.get(close_at + window.expires, set()).discard(key_bytes)
+        state.open.get(user, {}).pop((start, end), None)
+
+    # -- the record path ----------------------------------------------------------------------
+
+    def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
+        """Extend, start or merge ``key``'s session at ``ts``, then apply ``change`` to it."""
+        state, now = self._begin(key, ts, advance)
+        assert isinstance(state, _PartitionSessions)
+        window = self.window
+        user = self.key_codec.user.encode(key) or b""
+        sessions = state.open.get(user, {})
+        touching = sorted(span for span in sessions if span[0] - window.gap <= ts <= span[1] + window.gap)
+        start = min([ts, *(s for s, _ in touching)])
+        end = max([ts, *(e for _, e in touching)])
+        if end + window.gap + window.grace <= now:
+            self._late(state, ts, now, [(start, end)])
+            self._close_due(state, now)
+            return
+        value: Any = _ABSENT
+        for s, e in touching:
+            old = self.get((key, s, e), _ABSENT)
+            if old is not _ABSENT:
+                value = old if value is _ABSENT else window.merge(value, old)
+            key_bytes = sessions[(s, e)]
+            self._untrack(state, user, s, e, key_bytes)
+            state.part.cache[key_bytes] = DELETED
+        if value is _ABSENT:
+            value = self.default() if self.default is not None else None
+        self[(key, start, end)] = change(value)
+        self._track_session(state, self.key_codec.encode((key, start, end)))
+        self._close_due(state, now)
+
+    def _close_due(self, state: _PartitionWindows, now: int) -> list[bytes]:
+        closed = super()._close_due(state, now)
+        assert isinstance(state, _PartitionSessions)
+        for key_bytes in closed:
+            user, start, end = split_session_key(key_bytes)
+            state.open.get(user, {}).pop((start, end), None)
+        return closed
+
+    def _span(self, key_bytes: bytes) -> tuple[bytes, int, int]:
+        return split_session_key(key_bytes)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read(self, key: Any, ts: int, *, latest: bool = True) -> Any:
+        """The value of ``key``'s session that ``ts`` falls in (its default if none)."""
+        for span, value in self.windows_of(key):
+            if span.start * 1000 <= ts <= span.end * 1000:
+                return value
+        return self.default() if self.default is not None else None
+
+    def windows_of(self, key: Any) -> Iterator[tuple[WindowRange, Any]]:
+        found = sorted(((s, e), v) for (k, s, e), v in self._local_items() if k == key)
+        for (start, end), value in found:
+            yield WindowRange(start / 1000, end / 1000), value
+
+    def current_items(self, ts: int) -> Iterator[tuple[Any, Any]]:
+        return ((k, v) for (k, s, e), v in self._local_items() if s <= ts <= e)
