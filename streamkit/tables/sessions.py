@@ -91,14 +91,12 @@ class SessionTable(WindowedTable):
         self.key_codec = SessionKeyCodec(self.key_codec.user)  # type: ignore[assignment]
         self.entries.key_codec = self.key_codec
 
-    def _rebuild(self, part: TablePartition) -> _PartitionWindows:
-        state = _PartitionSessions(part)
-        raw = part.store.get(STREAM_TIME_KEY)
-        state.stream_time = int(self.entries.decode_value(raw)) if raw is not None else None
-        for key_bytes, _raw in part.store.items():
-            if key_bytes != STREAM_TIME_KEY:
-                self._track_session(state, key_bytes)
-        return state
+    def _new_state(self, part: TablePartition) -> _PartitionWindows:
+        return _PartitionSessions(part)
+
+    def _track_stored(self, state: _PartitionWindows, key_bytes: bytes) -> None:
+        assert isinstance(state, _PartitionSessions)
+        self._track_session(state, key_bytes)
 
     def _track_session(self, state: _PartitionSessions, key_bytes: bytes) -> None:
         user, start, end = split_session_key(key_bytes)

@@ -223,13 +223,19 @@ class WindowedTable(Table):
 
     def _rebuild(self, part: TablePartition) -> _PartitionWindows:
         """From the store (after an assignment, a recovery or a rolled-back checkpoint)."""
-        state = _PartitionWindows(part)
+        state = self._new_state(part)
         raw = part.store.get(STREAM_TIME_KEY)
         state.stream_time = int(self.entries.decode_value(raw)) if raw is not None else None
         for key_bytes, _raw in part.store.items():
             if key_bytes != STREAM_TIME_KEY:
-                self._track(state, key_bytes, split_window_key(key_bytes)[1])
+                self._track_stored(state, key_bytes)
         return state
+
+    def _new_state(self, part: TablePartition) -> _PartitionWindows:
+        return _PartitionWindows(part)
+
+    def _track_stored(self, state: _PartitionWindows, key_bytes: bytes) -> None:
+        self._track(state, key_bytes, split_window_key(key_bytes)[1])
 
     def _track(self, state: _PartitionWindows, key_bytes: bytes, start: int) -> None:
         window = self.window

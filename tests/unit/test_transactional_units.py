@@ -12,14 +12,15 @@ from streamkit.transport.base import TP
 from streamkit.transport.memory import MemoryDriver
 
 
-async def units(name, owned):
+async def units(name, owned, *, per_partition=True, topic="in", partitions=4):
+    """A started TransactionalProducer on a fresh memory broker, owning tasks ``owned`` of ``topic``."""
     app = sk.App(name, broker=f"memory://{name}", driver="memory")
     driver = MemoryDriver(app.conf)
-    driver.broker.create_topic("in", 4)
-    txns = TransactionalProducer(driver, name, per_partition=True, transactional_id=f"{name}-w",
-                                 partition_count=lambda topic: 4)
+    driver.broker.create_topic(topic, partitions)
+    txns = TransactionalProducer(driver, name, per_partition=per_partition, transactional_id=f"{name}-w",
+                                 partition_count=lambda _topic: partitions)
     await txns.start()
-    await txns.assigned([TP("in", p) for p in owned])
+    await txns.assigned([TP(topic, p) for p in owned])
     return driver.broker, txns
 
 
@@ -62,13 +63,8 @@ async def test_sends_wait_while_a_commit_holds_them_and_go_into_the_next_transac
     transaction; it waits, then joins the next one."""
     import asyncio
 
-    name = f"units-{uuid.uuid4().hex[:6]}"
-    app = sk.App(name, broker=f"memory://{name}", driver="memory")
-    driver = MemoryDriver(app.conf)
-    driver.broker.create_topic("out", 1)
-    txns = TransactionalProducer(driver, name, per_partition=False, transactional_id=f"{name}-w",
-                                 partition_count=lambda topic: 1)
-    await txns.start()
+    broker, txns = await units(f"units-{uuid.uuid4().hex[:6]}", [], per_partition=False, topic="out", partitions=1)
+    name = txns.app_id
     try:
         async with txns.sends_paused():
             held = asyncio.create_task(txns.send("out", b"k", b"late", partition=0))
@@ -79,6 +75,6 @@ async def test_sends_wait_while_a_commit_holds_them_and_go_into_the_next_transac
         await held
         assert txns.dirty == {(0, 0)}  # the send is in the transaction opened after the commit
         await txns.commit({}, name)
-        assert [m.value for m in driver.broker.logs["out"][0] if m.value is not None] == [b"late"]
+        assert [m.value for m in broker.logs["out"][0] if m.value is not None] == [b"late"]
     finally:
         await txns.stop()

@@ -47,13 +47,21 @@ async def send_at(topic, key, seconds):
     await topic.send(key=key, value="x", timestamp=seconds)
 
 
+async def counted(app, clicks, seen, times):
+    """Once the app is ready, send key "a" at each of ``times`` (seconds; or ``(key, seconds)``
+    pairs), and wait until every one was counted."""
+    await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+    total = len(seen) + len(times)
+    for t in times:
+        key, t = t if isinstance(t, tuple) else ("a", t)
+        await send_at(clicks, key, t)
+    await wait_for(lambda: len(seen) == total, 10, message=f"{total} records counted")
+
+
 async def test_tumbling_windows_close_by_stream_time_and_emit_each_final_value_once():
     app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.tumbling(10))
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for t in (1001, 1002, 1005, 1011):  # the fourth record moves stream time past 1010
-            await send_at(clicks, "a", t)
-        await wait_for(lambda: len(seen) == 4, 10, message="four records counted")
+        await counted(app, clicks, seen, (1001, 1002, 1005, 1011))  # the fourth record moves stream time past 1010
         assert [value for _, value in seen] == [1, 2, 3, 1]
         assert closed == [] and final_records(app) == []  # emitted at the checkpoint, with its offsets
         await app.runtime.checkpoint.commit()
@@ -89,10 +97,7 @@ async def test_a_late_record_is_counted_and_never_merged_into_a_closed_window():
 async def test_hopping_windows_count_a_record_in_each_window_it_falls_in():
     app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(10, 5))
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for t in (1001, 1006, 1030):
-            await send_at(clicks, "a", t)
-        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        await counted(app, clicks, seen, (1001, 1006, 1030))
         await app.runtime.checkpoint.commit()
         finals = sorted((v["start"], v["value"]) for _, v in final_records(app))
         assert finals == [(995.0, 1), (1000.0, 2), (1005.0, 1)]
@@ -119,10 +124,7 @@ async def test_recovery_restores_the_windows_and_the_stream_time(tmp_path):
     first = windowed_app(name, lambda t: t.tumbling(10))
     app, clicks, views, seen, _ = first
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for t in (1001, 1002, 1021):  # closes [1000, 1010); [1020, 1030) holds 1
-            await send_at(clicks, "a", t)
-        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        await counted(app, clicks, seen, (1001, 1002, 1021))  # closes [1000, 1010); [1020, 1030) holds 1
     app, clicks, views, seen, closed = windowed_app(name, lambda t: t.tumbling(10))  # a new worker
     async with app.running():
         await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="recovered")
@@ -218,10 +220,7 @@ async def test_final_values_and_late_records_match_a_batch_recomputation(records
         f"winp-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(size, step, grace=grace) if step != size
         else t.tumbling(size, grace=grace))
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for key, ts in records:
-            await send_at(clicks, key, 1000 + ts)
-        await wait_for(lambda: len(seen) == len(records), 10, message="every record processed")
+        await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in records])
         await app.runtime.checkpoint.commit()
         emitted = {(k, round(v["start"] * 1000)): v["value"] for k, v in final_records(app)}
         truth, late = batch_truth([(k, (1000 + ts) * 1000) for k, ts in records], size * 1000, step * 1000,
@@ -271,10 +270,7 @@ async def test_the_web_view_of_a_windowed_table_lists_its_windows_and_picks_one_
             return resp.status, await resp.json(content_type=None)
 
     async with app.running(), aiohttp.ClientSession() as session:
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for t in (1001, 1002, 1011):
-            await send_at(clicks, "a", t)
-        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        await counted(app, clicks, seen, (1001, 1002, 1011))
         status, body = await get(session, "/tables/views/a")
         assert status == 200 and body == {"key": "a", "windows": [{"start": 1000.0, "end": 1010.0, "value": 2},
                                                                   {"start": 1010.0, "end": 1020.0, "value": 1}]}
@@ -325,10 +321,7 @@ async def test_late_records_go_to_the_dead_letter_topic_with_the_reason_when_ask
     app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
                                                     lambda t: t.tumbling(10, late="dead-letter"))
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for t in (1001, 1011, 1004):
-            await send_at(clicks, "a", t)
-        await wait_for(lambda: len(seen) == 3, 10, message="three records processed")
+        await counted(app, clicks, seen, (1001, 1011, 1004))
         await app.runtime.checkpoint.commit()
         broker = MemoryBroker.named(app.conf.bootstrap_servers)
         letters = [m for part in broker.logs.get(app.dlq_topic_name, []) for m in part if m.value is not None]
@@ -347,10 +340,7 @@ async def test_a_record_that_bridges_two_open_sessions_merges_them():
     app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
                                                     lambda t: t.session(5, grace=10))
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for t in (1000, 1003, 1010):  # two sessions: [1000, 1003] and [1010, 1010]
-            await send_at(clicks, "a", t)
-        await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
+        await counted(app, clicks, seen, (1000, 1003, 1010))  # two sessions: [1000, 1003] and [1010, 1010]
         assert [s for s, _ in views["a"]] == [(1000.0, 1003.0), (1010.0, 1010.0)]
         await send_at(clicks, "a", 1007)  # within 5 s of both: one session [1000, 1010] of 4
         await send_at(clicks, "a", 1040)  # stream time 1040 >= 1010 + 5 + 10 closes it
@@ -393,10 +383,7 @@ async def test_sessions_match_a_batch_recomputation_when_disorder_stays_within_g
     app, clicks, views, seen, closed = windowed_app(f"wins-{uuid.uuid4().hex[:6]}",
                                                     lambda t: t.session(gap, grace=grace))
     async with app.running():
-        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
-        for key, ts in arrival:
-            await send_at(clicks, key, 1000 + ts)
-        await wait_for(lambda: len(seen) == len(arrival), 10, message="every record processed")
+        await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in arrival])
         await app.runtime.checkpoint.commit()
         emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
         assert emitted == session_truth(arrival, gap, grace)
