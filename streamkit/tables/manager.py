@@ -40,6 +40,10 @@ class TableManager:
         self.tailer = Tailer(runtime.driver, self.check_value, self.bad_changelog_record)
         self._recovering: asyncio.Task | None = None
         self._placement_stale = False  # membership changed while a recovery ran
+        # on_window_close calls of windows emitted at a checkpoint: run once it committed, outside
+        # it (a callback that sends would wait for the commit that waits for it)
+        self._window_callbacks: list[tuple[Any, int, Any, Any, Any]] = []
+        self._callbacks_running: asyncio.Task | None = None
         self._retailing = asyncio.Lock()  # one placement at a time: each reads the claims it acts on
         self._generation = 0
         self.replayed_total = 0
@@ -271,6 +275,8 @@ class TableManager:
         await self._retail()
 
     async def stop(self) -> None:
+        if self._callbacks_running is not None:  # callbacks of windows already committed
+            await asyncio.gather(self._callbacks_running, return_exceptions=True)
         await self.tailer.stop()
         if self._recovering is not None:
             self._recovering.cancel()
@@ -306,7 +312,8 @@ class TableManager:
 
     async def _emit_closed(self, table: Any, number: int, producer: Producer) -> None:
         for key, window, value, key_bytes in table.take_emits(number):
-            await table.window_closed(key, window, value)
+            if table.on_window_close is not None:
+                self._window_callbacks.append((table, number, key, window, value))
             if table.final_topic is not None:
                 await producer.send(table.final_topic.name, key_bytes, table.final_record(window, value),
                                     partition=number)
@@ -334,6 +341,24 @@ class TableManager:
                         f"{self.app.conf.data_dir!r} failed ({exc}); the worker stops, the changelog "
                         "holds the writes and recovery restores them once the disk is writable") from exc
             table.changes_applied(number)
+        self._run_window_callbacks(keep)
+
+    def _run_window_callbacks(self, keep: Callable[[int, int], bool] | None) -> None:
+        """After a commit: the on_window_close calls of the windows it closed, in order, in the
+        background (a slow callback delays no checkpoint; a failing one is logged)."""
+        due = [c for c in self._window_callbacks if keep is None or keep(c[0].partitions, c[1])]
+        if not due:
+            return
+        self._window_callbacks = [c for c in self._window_callbacks if c not in due]
+        previous = self._callbacks_running
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            for table, _number, key, window, value in due:
+                await table.window_closed(key, window, value)
+
+        self._callbacks_running = asyncio.create_task(run(), name="streamkit-on-window-close")
 
     def abort(self, changes: Changes) -> None:
         for table in {t for t, _, _ in changes}:
@@ -346,6 +371,8 @@ class TableManager:
             for number in list(table.local):
                 if select(table.partitions, number):
                     table.forget_writes(number)
+        # their windows close again when the records are processed again
+        self._window_callbacks = [c for c in self._window_callbacks if not select(c[0].partitions, c[1])]
 
 
 def _close_store(store: Store, what: str) -> None:

@@ -65,11 +65,13 @@ async def test_tumbling_windows_close_by_stream_time_and_emit_each_final_value_o
         assert [value for _, value in seen] == [1, 2, 3, 1]
         assert closed == [] and final_records(app) == []  # emitted at the checkpoint, with its offsets
         await app.runtime.checkpoint.commit()
+        await wait_for(lambda: closed, 10, message="on_window_close called after the commit")
         assert closed == [(("a", (1000.0, 1010.0)), 3)]
         assert final_records(app) == [("a", {"start": 1000.0, "end": 1010.0, "value": 3})]
         await send_at(clicks, "a", 1012)  # a later record: proves the next checkpoint ran after it
         await wait_for(lambda: len(seen) == 5, 10, message="the fifth record counted")
         await app.runtime.checkpoint.commit()
+        await app.runtime.tables._callbacks_running  # the second checkpoint's callbacks, if any, ran
         assert len(final_records(app)) == 1 and len(closed) == 1, "a closed window was emitted twice"
         assert list(views["a"]) == [((1010.0, 1020.0), 2)]  # the closed window expired (expires = size)
 
@@ -348,6 +350,7 @@ async def test_a_record_that_bridges_two_open_sessions_merges_them():
         assert seen[3] == ("a", 4)
         await app.runtime.checkpoint.commit()
         assert final_records(app) == [("a", {"start": 1000.0, "end": 1010.0, "value": 4})]
+        await wait_for(lambda: closed, 10, message="on_window_close called after the commit")
         assert closed == [(("a", (1000.0, 1010.0)), 4)]
 
 
@@ -388,3 +391,32 @@ async def test_sessions_match_a_batch_recomputation_when_disorder_stays_within_g
         emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
         assert emitted == session_truth(arrival, gap, grace)
         assert views.late_records == 0
+
+
+async def test_on_window_close_may_send_even_under_exactly_once():
+    """A Faust app's callback sends the closed window on; the send must not wait for the commit
+    that waits for the callback."""
+    name = f"win-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 processing_guarantee="exactly_once", commit_interval=0.1)
+    clicks = app.topic("clicks", key_type=str, value_type=str, partitions=1)
+    alerts = app.topic("alerts", key_type=str, value_type=int, partitions=1)
+
+    async def alert(key, value):
+        await alerts.send(key=key[0], value=value)
+
+    views = app.Table("views", default=int, on_window_close=alert).tumbling(10)
+    seen: list = []
+
+    @app.agent(clicks)
+    async def count(stream):
+        async for event in stream.events():
+            views[event.key] += 1
+            seen.append(event.key)
+
+    async with app.running():
+        await counted(app, clicks, seen, (1001, 1002, 1011))
+        from tests.unit.test_exactly_once_memory import committed_values
+
+        await wait_for(lambda: [m.value for m in committed_values(app, "alerts")] == [b"2"], 10,
+                       message="the callback's send committed")
