@@ -204,6 +204,10 @@ class Table:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         key_bytes, part = self._locate(key, writing=True)
+        self._write(part, key_bytes, key, value)
+
+    def _write(self, part: TablePartition, key_bytes: bytes, key: Any, value: Any) -> None:
+        """Write ``value`` under ``key`` (its bytes ``key_bytes``) into ``part``'s cache."""
         carried = self.entries.carries_key(key)
         if type(value) not in _IMMUTABLE:  # fail the record that writes it, not a later checkpoint
             self.entries.encode(key if carried else None, value)

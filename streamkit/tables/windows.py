@@ -254,17 +254,19 @@ class WindowedTable(Table):
         """Apply ``change`` to every open window of ``key`` that ``ts`` falls in."""
         state, now = self._begin(key, ts, advance)
         window = self.window
+        part = state.part
+        user = self.key_codec.user.encode(key) or b""
         late: list[tuple[int, int]] = []
         for start, end in window.ranges(ts):
             if end + window.grace <= now:
                 late.append((start, end))
                 continue
-            composite = (key, start)
-            value = self.get(composite, _ABSENT)
-            if value is _ABSENT:
+            key_bytes = window_key(user, start)
+            value = self._read(key_bytes, part)
+            if value is _MISSING:
                 value = self.default() if self.default is not None else None
-                self._track(state, self.key_codec.encode(composite), start)
-            self[composite] = change(value)
+                self._track(state, key_bytes, start)
+            self._write(part, key_bytes, (key, start), change(value))
         if late:
             self._late(state, ts, now, late)
         self._close_due(state, now)
@@ -272,9 +274,8 @@ class WindowedTable(Table):
     def _begin(self, key: Any, ts: int, advance: bool) -> tuple[_PartitionWindows, int]:
         """The checks of a plain write, then the partition's state with its stream time moved
         to ``ts`` (event time); returns the state and the stream time to judge lateness by."""
-        number = self.user_partition(key)
-        self._locate(self.key_codec.probe(key), writing=True)
-        state = self._state(number)
+        _, part = self._locate(self.key_codec.probe(key), writing=True)  # a plain write's checks
+        state = self._state(part.number)
         if advance:
             state.active_at, state.idle_from = _clock(), None
             if state.stream_time is None or ts > state.stream_time:
