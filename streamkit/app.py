@@ -226,8 +226,7 @@ class App:
                 topics.pop(table.changelog.name, None)
         for topic in (self.leader_topic, self.reply_topic, self.cluster_topic):
             topics[topic.name] = topic
-        late_letters = any(getattr(getattr(t, "window", None), "late", None) == "dead-letter"
-                           for t in self.tables.values())
+        late_letters = any(t.window is not None and t.window.late == "dead-letter" for t in self.tables.values())
         if (self.conf.error_policy == "dlq" or late_letters) and self.dlq_topic_name not in topics:
             topics[self.dlq_topic_name] = Topic(self, self.dlq_topic_name, internal=True)
         return list(topics.values())

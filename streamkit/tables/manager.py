@@ -306,18 +306,19 @@ class TableManager:
                 fut = await producer.send(topic, key, value, partition=number, track=i == final)
             last[(table.name, number)] = fut
         for table in self.tables:  # windows closed at this checkpoint, in the same transaction
-            for number in list(getattr(table, "_emitting", {})):
+            for number in table.emitting():
                 await self._emit_closed(table, number, producer_for(table.partitions, number))
         return last
 
     async def _emit_closed(self, table: Any, number: int, producer: Producer) -> None:
-        for key, window, value, key_bytes in table.take_emits(number):
+        closed, late = table.take_emits(number)
+        for key, window, value, key_bytes in closed:
             if table.on_window_close is not None:
                 self._window_callbacks.append((table, number, key, window, value))
             if table.final_topic is not None:
                 await producer.send(table.final_topic.name, key_bytes, table.final_record(window, value),
                                     partition=number)
-        for message, reason in table.take_late():  # late="dead-letter"
+        for message, reason in late:  # late="dead-letter"
             headers = dead_letter_headers(message, reason, "window", self.app.id)
             await producer.send(self.app.dlq_topic_name, message.key, message.value, headers=headers, track=False)
 

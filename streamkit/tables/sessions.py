@@ -18,13 +18,10 @@ from datetime import timedelta
 from typing import Any, Callable, Iterator
 
 from ..errors import ConfigurationError
-from .table import DELETED, TablePartition
+from .table import _MISSING, DELETED, TablePartition
 from .windows import (
-    _START, _SIGN, LATE_CHOICES, STREAM_TIME_KEY, Window, WindowedTable, WindowKeyCodec, WindowRange,
-    _ms, _PartitionWindows, split_window_key, window_key,
+    _START, _SIGN, LATE_CHOICES, STREAM_TIME_KEY, Window, WindowedTable, WindowKeyCodec, _ms, _PartitionWindows, split_window_key, window_key,
 )
-
-_ABSENT = object()
 
 
 class SessionWindow(Window):
@@ -58,7 +55,7 @@ class SessionKeyCodec(WindowKeyCodec):
 
     def encode(self, composite: tuple[Any, int, int]) -> bytes:  # type: ignore[override]
         key, start, end = composite
-        return window_key(self.user.encode(key) or b"", start) + _START.pack(end + _SIGN)
+        return session_key(self.user.encode(key) or b"", start, end)
 
     def decode(self, key_bytes: bytes) -> Any:
         if key_bytes == STREAM_TIME_KEY:
@@ -68,6 +65,10 @@ class SessionKeyCodec(WindowKeyCodec):
 
     def probe(self, key: Any) -> tuple[Any, int, int]:  # type: ignore[override]
         return key, 0, 0
+
+
+def session_key(user: bytes, start: int, end: int) -> bytes:
+    return window_key(user, start) + _START.pack(end + _SIGN)
 
 
 def split_session_key(key_bytes: bytes) -> tuple[bytes, int, int]:
@@ -103,7 +104,7 @@ class SessionTable(WindowedTable):
         window = self.window
         close_at = end + window.gap + window.grace
         if state.stream_time is None or close_at > state.stream_time:
-            state.closing_at.setdefault(close_at, set()).add(key_bytes)
+            state.close_at(close_at, key_bytes)
             state.open.setdefault(user, {})[(start, end)] = key_bytes
         state.expiring_at.setdefault(close_at + window.expires, set()).add(key_bytes)
 
@@ -130,18 +131,20 @@ class SessionTable(WindowedTable):
             self._late(state, ts, now, [(start, end)])
             self._close_due(state, now)
             return
-        value: Any = _ABSENT
+        part = state.part
+        value: Any = _MISSING
         for s, e in touching:
-            old = self.get((key, s, e), _ABSENT)
-            if old is not _ABSENT:
-                value = old if value is _ABSENT else window.merge(value, old)
             key_bytes = sessions[(s, e)]
+            old = self._read(key_bytes, part)
+            if old is not _MISSING:
+                value = old if value is _MISSING else window.merge(value, old)
             self._untrack(state, user, s, e, key_bytes)
-            state.part.cache[key_bytes] = DELETED
-        if value is _ABSENT:
+            part.cache[key_bytes] = DELETED
+        if value is _MISSING:
             value = self.default() if self.default is not None else None
-        self[(key, start, end)] = change(value)
-        self._track_session(state, self.key_codec.encode((key, start, end)))
+        key_bytes = session_key(user, start, end)
+        self._write(part, key_bytes, (key, start, end), change(value))
+        self._track_session(state, key_bytes)
         self._close_due(state, now)
 
     def _close_due(self, state: _PartitionWindows, now: int) -> list[bytes]:
@@ -157,17 +160,24 @@ class SessionTable(WindowedTable):
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def read(self, key: Any, ts: int, *, latest: bool = True) -> Any:
-        """The value of ``key``'s session that ``ts`` falls in (its default if none)."""
+    def read(self, key: Any, ts: int) -> Any:
+        """The value of ``key``'s session that ``ts`` falls in (its default if none): an open
+        session from the index, else a closed one still stored."""
+        _, part = self._locate(self.key_codec.probe(key), writing=False)
+        state = self._state(part.number)
+        assert isinstance(state, _PartitionSessions)
+        for (start, end), key_bytes in state.open.get(self.key_codec.user.encode(key) or b"", {}).items():
+            if start <= ts <= end:
+                value = self._read(key_bytes, part)
+                if value is not _MISSING:
+                    return value
         for span, value in self.windows_of(key):
             if span.start * 1000 <= ts <= span.end * 1000:
                 return value
         return self.default() if self.default is not None else None
 
-    def windows_of(self, key: Any) -> Iterator[tuple[WindowRange, Any]]:
-        found = sorted(((s, e), v) for (k, s, e), v in self._local_items() if k == key)
-        for (start, end), value in found:
-            yield WindowRange(start / 1000, end / 1000), value
+    def _span_of(self, composite: tuple) -> tuple[int, int]:
+        return composite[1], composite[2]
 
     def current_items(self, ts: int) -> Iterator[tuple[Any, Any]]:
         return ((k, v) for (k, s, e), v in self._local_items() if s <= ts <= e)

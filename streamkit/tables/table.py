@@ -61,6 +61,7 @@ class Table:
     """``app.Table(name, default=int)``: ``t[k] += 1`` inside an agent."""
 
     is_global = False
+    window: Any = None  # a windowed table's Window (tables/windows.py)
 
     def __init__(self, app: "App", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                  value_type: Any = None, partitions: int | None = None, store: str | None = None,
@@ -131,6 +132,10 @@ class Table:
     def sliding(self, *args: Any, **kwargs: Any) -> Any:
         raise ConfigurationError(f"table {self.name!r}: sliding windows are not available yet; use tumbling(size), "
                                  "hopping(size, step) or session(gap)")
+
+    def emitting(self) -> list[int]:
+        """Partitions with windowed results to send at this checkpoint (windows.py)."""
+        return []
 
     def forget_writes(self, number: int) -> None:
         """Back to the store's committed state for partition ``number`` (a rolled-back checkpoint)."""
@@ -240,18 +245,21 @@ class Table:
         return value
 
     def _local_items(self) -> Iterator[tuple[Any, Any]]:
-        decode_key, decode = self.key_codec.decode, self.entries.decode
         for part in list(self.local.values()):
-            if not part.ready:
-                continue
-            overlay = {**{k: v for k, (_, v) in part.borrowed.items()}, **part.flushing, **part.cache}
-            for key_bytes, raw in part.store.items():
-                if key_bytes not in overlay:
-                    yield decode(key_bytes, raw)
-            for key_bytes, value in overlay.items():
-                if value is not DELETED:
-                    key = part.keys.get(key_bytes, _MISSING)
-                    yield (decode_key(key_bytes) if key is _MISSING else key), value
+            if part.ready:
+                yield from self._items_of(part)
+
+    def _items_of(self, part: TablePartition) -> Iterator[tuple[Any, Any]]:
+        """One partition's pairs: the store under the writes not yet checkpointed."""
+        decode_key, decode = self.key_codec.decode, self.entries.decode
+        overlay = {**{k: v for k, (_, v) in part.borrowed.items()}, **part.flushing, **part.cache}
+        for key_bytes, raw in part.store.items():
+            if key_bytes not in overlay:
+                yield decode(key_bytes, raw)
+        for key_bytes, value in overlay.items():
+            if value is not DELETED:
+                key = part.keys.get(key_bytes, _MISSING)
+                yield (decode_key(key_bytes) if key is _MISSING else key), value
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """Pairs of the partitions this worker owns (a GlobalTable: all of them)."""
@@ -359,7 +367,7 @@ def resolve_partitions(tables: Iterable[Table], sources: dict[str, int]) -> None
     tables = list(tables)
     problems = [p for p in (check_copartitioning(t, sources) for t in tables) if p]
     problems += [f"table {t.name!r} has on_window_close but no window: call .tumbling(size) or .hopping(size, step) "
-                 "on it (or drop on_window_close)" for t in tables if t.on_window_close and not hasattr(t, "window")]
+                 "on it (or drop on_window_close)" for t in tables if t.on_window_close and t.window is None]
     if problems:
         raise ConfigurationError("; ".join(problems))
     counts = set(sources.values())

@@ -20,6 +20,7 @@ changelog tombstones, so the store and the changelog stay bounded.
 """
 from __future__ import annotations
 
+import heapq
 import inspect
 import logging
 import struct
@@ -176,11 +177,27 @@ class _PartitionWindows:
         self.part = part
         self.stream_time: int | None = None
         self.closing_at: dict[int, set[bytes]] = {}  # end + grace -> windows still open
+        self.close_times: list[int] = []  # heap of closing_at's keys: the next close is O(1) to see
+        self.written_time: int | None = None  # the stream time the table holds (set at checkpoints)
         self.expiring_at: dict[int, set[bytes]] = {}  # start + expires -> windows still stored
         self.closed: list[bytes] = []  # closed since the last checkpoint: emitted at it
         self.active_at = _clock()  # when a record last moved the stream time (close_idle_after)
         self.idle_from: int | None = None  # the stream time when the partition went idle
         self.late: list[tuple[Any, str]] = []  # (message, reason) for the dead-letter topic
+
+    def close_at(self, when: int, key_bytes: bytes) -> None:
+        waiting = self.closing_at.get(when)
+        if waiting is None:
+            waiting = self.closing_at[when] = set()
+            heapq.heappush(self.close_times, when)
+        waiting.add(key_bytes)
+
+    def due(self, now: int) -> list[bytes]:
+        """The windows whose close time ``now`` reached, in close-time order."""
+        closed: list[bytes] = []
+        while self.close_times and self.close_times[0] <= now:
+            closed.extend(sorted(self.closing_at.pop(heapq.heappop(self.close_times), ())))
+        return closed
 
 
 class WindowedTable(Table):
@@ -200,6 +217,7 @@ class WindowedTable(Table):
         self.late_records = 0
         self.windows_closed = 0
         self._windows = {}
+        self._emitting: dict[int, tuple[list[tuple[bytes, Any]], list[tuple[Any, str]]]] = {}
         self.key_codec = WindowKeyCodec(self.key_codec)  # type: ignore[assignment]
         self.entries = WindowedEntries(self.key_codec, self.value_codec, key_declared=self.entries.key_declared)
 
@@ -225,7 +243,7 @@ class WindowedTable(Table):
         """From the store (after an assignment, a recovery or a rolled-back checkpoint)."""
         state = self._new_state(part)
         raw = part.store.get(STREAM_TIME_KEY)
-        state.stream_time = int(self.entries.decode_value(raw)) if raw is not None else None
+        state.stream_time = state.written_time = int(self.entries.decode_value(raw)) if raw is not None else None
         for key_bytes, _raw in part.store.items():
             if key_bytes != STREAM_TIME_KEY:
                 self._track_stored(state, key_bytes)
@@ -241,7 +259,7 @@ class WindowedTable(Table):
         window = self.window
         close_at = start + window.size + window.grace
         if state.stream_time is None or close_at > state.stream_time:
-            state.closing_at.setdefault(close_at, set()).add(key_bytes)
+            state.close_at(close_at, key_bytes)
         state.expiring_at.setdefault(start + window.expires, set()).add(key_bytes)
 
     def forget_writes(self, number: int) -> None:
@@ -279,8 +297,7 @@ class WindowedTable(Table):
         if advance:
             state.active_at, state.idle_from = _clock(), None
             if state.stream_time is None or ts > state.stream_time:
-                state.stream_time = ts
-                state.part.cache[STREAM_TIME_KEY] = StreamTime(ts)
+                state.stream_time = ts  # into the table at the checkpoint (take_changes)
         return state, state.stream_time if state.stream_time is not None else ts
 
     def _late(self, state: _PartitionWindows, ts: int, now: int, closed: list[tuple[int, int]]) -> None:
@@ -298,27 +315,28 @@ class WindowedTable(Table):
                         "their updates to closed windows are dropped", self.name, self.late_records)
 
     def _close_due(self, state: _PartitionWindows, now: int) -> list[bytes]:
-        closed: list[bytes] = []
-        for close_at in sorted(t for t in state.closing_at if t <= now):
-            closed.extend(sorted(state.closing_at.pop(close_at)))
+        closed = state.due(now)
         state.closed.extend(closed)
         return closed
 
-    def read(self, key: Any, ts: int, *, latest: bool = True) -> Any:
+    def read(self, key: Any, ts: int) -> Any:
         """The value of the window of ``key`` that ``ts`` falls in (the most recent one if several)."""
-        ranges = self.window.ranges(ts)
-        start = ranges[-1 if latest else 0][0]
-        value = self.get((key, start), _ABSENT)
-        if value is _ABSENT:
+        value = self.get((key, self.window.ranges(ts)[-1][0]), _MISSING)
+        if value is _MISSING:
             return self.default() if self.default is not None else None
         return value
 
     def windows_of(self, key: Any) -> Iterator[tuple[WindowRange, Any]]:
-        """Every stored window of ``key``, oldest first."""
-        found = {start: value for (k, start), value in self._local_items() if k == key}
-        size = self.window.size
-        for start in sorted(found):
-            yield WindowRange(start / 1000, (start + size) / 1000), found[start]
+        """Every stored window of ``key``, oldest first (a scan of its partition only)."""
+        _, part = self._locate(self.key_codec.probe(key), writing=False)
+        found = sorted((self._span_of(composite), value) for composite, value in self._items_of(part)
+                       if composite is not STREAM_TIME_KEY and composite[0] == key)
+        for (start, end), value in found:
+            yield WindowRange(start / 1000, end / 1000), value
+
+    def _span_of(self, composite: tuple) -> tuple[int, int]:
+        """(start, end) in ms of a decoded window key."""
+        return composite[1], composite[1] + self.window.size
 
     def current_items(self, ts: int) -> Iterator[tuple[Any, Any]]:
         """``(key, value)`` of each key's window that ``ts`` falls in (the most recent one)."""
@@ -350,6 +368,9 @@ class WindowedTable(Table):
                 for expire_at in sorted(t for t in state.expiring_at if t <= now):
                     for key_bytes in state.expiring_at.pop(expire_at):
                         part.cache[key_bytes] = DELETED
+                if now != state.written_time:  # the stream time goes with this checkpoint
+                    part.cache[STREAM_TIME_KEY] = StreamTime(now)
+                    state.written_time = now
             if emits or state.late:
                 self._emitting[number] = (emits, state.late)
                 state.late = []
@@ -370,30 +391,28 @@ class WindowedTable(Table):
         moved = state.idle_from + idle_ms - idle_after
         if moved > state.stream_time:
             state.stream_time = moved
-            state.part.cache[STREAM_TIME_KEY] = StreamTime(moved)
             self._close_due(state, moved)
 
-    def take_emits(self, number: int) -> list[tuple[Any, WindowRange, Any, bytes]]:
-        """The windows of partition ``number`` closed at this checkpoint: ``(key, range, value,
-        key bytes)``."""
+    def emitting(self) -> list[int]:
+        """Partitions with windows closed (or records late) at this checkpoint."""
+        return list(self._emitting)
+
+    def take_emits(self, number: int) -> tuple[list[tuple[Any, WindowRange, Any, bytes]], list[tuple[Any, LateRecord]]]:
+        """Partition ``number``'s windows closed at this checkpoint, ``(key, range, value, key
+        bytes)``, and its late records for the dead-letter topic, ``(message, reason)``."""
         out = []
-        emits, self._late_taken = getattr(self, "_emitting", {}).pop(number, ([], []))
+        emits, late = self._emitting.pop(number, ([], []))
         for key_bytes, value in emits:
             user, start, end = self._span(key_bytes)
             key = self.key_codec.user.decode(user)
             out.append((key, WindowRange(start / 1000, end / 1000), value, user))
         self.windows_closed += len(out)
-        return out
+        return out, [(message, LateRecord(reason)) for message, reason in late]
 
     def _span(self, key_bytes: bytes) -> tuple[bytes, int, int]:
         """(key bytes, start, end) of a stored window."""
         user, start = split_window_key(key_bytes)
         return user, start, start + self.window.size
-
-    def take_late(self) -> list[tuple[Any, LateRecord]]:
-        """The late records of the partition ``take_emits`` was just asked for (dead-letter)."""
-        taken, self._late_taken = getattr(self, "_late_taken", []), []
-        return [(message, LateRecord(reason)) for message, reason in taken]
 
     def final_record(self, window: WindowRange, value: Any) -> bytes:
         """What ``.final(topic)`` receives for one closed window."""
@@ -414,7 +433,6 @@ class WindowedTable(Table):
                       exc_info=exc)
 
 
-_ABSENT = object()
 
 
 def _wall_ms() -> int:

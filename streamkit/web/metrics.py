@@ -67,7 +67,7 @@ class _RuntimeCollector:
                                          labels=["app"])
             tailer.add_metric([app_id], tables.tailer.failures)
             yield tailer
-            windowed = [t for t in tables.tables if hasattr(t, "window")]
+            windowed = [t for t in tables.tables if t.window is not None]
             if windowed:
                 late = CounterMetricFamily("streamkit_window_late_records",
                                            "Records whose update to a closed window was dropped",

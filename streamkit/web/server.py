@@ -138,7 +138,7 @@ class WebServer:
         routed = await route_key(self.app, table, key, request)
         if routed is not None:
             return routed
-        if hasattr(table, "window"):  # windowed: every stored window, or the one ``at`` falls in
+        if table.window is not None:  # windowed: every stored window, or the one ``at`` falls in
             return self._windows(table, key, request.query.get("at"))
         value = table.get(key, _ABSENT)
         if value is _ABSENT:
