@@ -63,7 +63,7 @@ class Topic:
         """
         if isinstance(headers, dict):
             headers = list(headers.items())
-        ts = int(timestamp * 1000) if timestamp is not None else None
+        ts = round(timestamp * 1000) if timestamp is not None else None
         return await self.app.send_raw(
             self.name,
             self.key_codec.encode(key),

@@ -44,6 +44,9 @@ class SessionWindow(Window):
     def ranges(self, ts: int) -> list[tuple[int, int]]:
         raise TypeError("session windows have no fixed ranges")
 
+    def holds(self, start: float, end: float, at: float) -> bool:
+        return start <= at <= end  # [first record, last record]
+
     def describe(self) -> str:
         return f"session gap {self.gap / 1000:g}s, grace {self.grace / 1000:g}s"
 

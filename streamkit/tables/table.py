@@ -129,9 +129,15 @@ class Table:
         return make_windowed(self, SessionWindow(gap, grace=grace, expires=expires, merge=merge,
                                                  close_idle_after=close_idle_after, late=late), SessionTable)
 
-    def sliding(self, *args: Any, **kwargs: Any) -> Any:
-        raise ConfigurationError(f"table {self.name!r}: sliding windows are not available yet; use tumbling(size), "
-                                 "hopping(size, step) or session(gap)")
+    def sliding(self, size: Any, *, grace: Any = 0, expires: Any = None, close_idle_after: Any = None,
+                late: str = "drop") -> Any:
+        """Sliding windows (tables/sliding.py, Kafka Streams' SlidingWindows): ``current()`` is
+        the aggregate over the last ``size`` of event time; a window per distinct set of records."""
+        from .sliding import SlidingTable, SlidingWindow
+        from .window_api import make_windowed
+
+        return make_windowed(self, SlidingWindow(size, grace=grace, expires=expires,
+                                                 close_idle_after=close_idle_after, late=late), SlidingTable)
 
     def emitting(self) -> list[int]:
         """Partitions with windowed results to send at this checkpoint (windows.py)."""

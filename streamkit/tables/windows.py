@@ -103,6 +103,10 @@ class Window:
         first = ((ts - self.size) // self.step + 1) * self.step  # the earliest start with start + size > ts
         return [(start, start + self.size) for start in range(first, ts + 1, self.step)]
 
+    def holds(self, start: float, end: float, at: float) -> bool:
+        """Whether the window ``[start, end)`` holds the time ``at``."""
+        return start <= at < end
+
     def describe(self) -> str:
         step = "" if self.step == self.size else f", step {self.step / 1000:g}s"
         return f"{self.kind} {self.size / 1000:g}s{step}, grace {self.grace / 1000:g}s, expires {self.expires / 1000:g}s"
@@ -367,7 +371,7 @@ class WindowedTable(Table):
             if now is not None:
                 for expire_at in sorted(t for t in state.expiring_at if t <= now):
                     for key_bytes in state.expiring_at.pop(expire_at):
-                        part.cache[key_bytes] = DELETED
+                        self._expire(state, key_bytes)
                 if now != state.written_time:  # the stream time goes with this checkpoint
                     part.cache[STREAM_TIME_KEY] = StreamTime(now)
                     state.written_time = now
@@ -375,6 +379,10 @@ class WindowedTable(Table):
                 self._emitting[number] = (emits, state.late)
                 state.late = []
         return super().take_changes()
+
+    def _expire(self, state: _PartitionWindows, key_bytes: bytes) -> None:
+        """Delete a window whose ``expires`` passed (a changelog tombstone at this checkpoint)."""
+        state.part.cache[key_bytes] = DELETED
 
     def _advance_idle(self, state: _PartitionWindows) -> None:
         """``close_idle_after``: a partition without records for that long has its stream time

@@ -154,7 +154,7 @@ class WebServer:
                 when = int(at) / 1000
             except ValueError:
                 return error(400, f"at={at!r} is not epoch milliseconds")
-            windows = [w for w in windows if w["start"] <= when < w["end"]]
+            windows = [w for w in windows if table.window.holds(w["start"], w["end"], when)]
         if not windows:
             return error(404, f"key {key!r} has no window{'' if at is None else ' at ' + at} in table {table.name!r}",
                          key=key)

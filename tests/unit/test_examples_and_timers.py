@@ -4,6 +4,7 @@ import importlib.util
 import uuid
 from pathlib import Path
 
+import orjson
 import pytest
 
 import streamkit as sk
@@ -149,3 +150,24 @@ async def test_pageviews_example_emits_each_closed_minute_once(monkeypatch, tmp_
         rows = emitted()
         assert [n for page, start, n in rows if page == "/page/0"] == [20] * 10
         assert sum(n for _, _, n in rows) == 600 and len(set(rows)) == 30
+
+
+async def test_card_windows_example_emits_hopping_session_and_sliding_results(monkeypatch, tmp_path):
+    from streamkit.transport.memory import MemoryBroker
+
+    ex = load_example("card_windows", monkeypatch, tmp_path)
+    async with ex.app.running():
+        await ex.feed()
+        broker = MemoryBroker.named(ex.app.conf.bootstrap_servers)
+
+        def emitted(topic):
+            return [(m.key.decode(), orjson.loads(m.value)) for part in broker.logs.get(topic.name, [])
+                    for m in part if m.value is not None]
+
+        await wait_for(lambda: len(emitted(ex.hourly)) == 5 and len(emitted(ex.sessions)) == 2, 20,
+                       message="the closed hours and sessions emitted")
+        hours = sorted((card, v["start"] - ex.START, v["value"]) for card, v in emitted(ex.hourly))
+        assert hours == [("c1", -1800, 1500), ("c1", 0, 1600), ("c1", 1800, 100), ("c2", 0, 1500), ("c2", 1800, 1500)]
+        visits = sorted((card, v["start"] - ex.START, v["end"] - ex.START, v["value"]) for card, v in emitted(ex.sessions))
+        assert visits == [("c1", 0, 1800, 16), ("c2", 3000, 3240, 5)]
+        assert sorted((card, value) for card, value in emitted(ex.alerts)) == [("c2", 1200), ("c2", 1500)]

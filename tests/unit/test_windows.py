@@ -186,8 +186,8 @@ def test_window_settings_that_cannot_work_are_refused():
         app.Table("a").tumbling(10, expires=5)
     with pytest.raises(ConfigurationError, match="longer than the window"):
         app.Table("b").hopping(10, 20)
-    with pytest.raises(ConfigurationError, match="sliding windows"):
-        app.Table("c").sliding(10)
+    with pytest.raises(ConfigurationError, match="2 \\* size \\+ grace"):
+        app.Table("c").sliding(10, expires=15)
 
 
 # -- against a batch recomputation --------------------------------------------------------------
@@ -391,6 +391,110 @@ async def test_sessions_match_a_batch_recomputation_when_disorder_stays_within_g
         emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
         assert emitted == session_truth(arrival, gap, grace)
         assert views.late_records == 0
+
+
+# -- sliding windows ----------------------------------------------------------------------------
+
+# -- sliding windows ----------------------------------------------------------------------------
+
+async def test_sliding_windows_are_the_distinct_record_sets_within_size_as_in_kafka_streams():
+    """Kafka Streams' SlidingWindows, size 10 s, grace 0: the window ending at each record, and the
+    one starting 1 ms after each record with a successor within size; ``current()`` counts the
+    last 10 s. 1003 arrives after 1008: its own window [993, 1003] has closed, so it is late."""
+    app, clicks, views, seen, closed = windowed_app(f"wins-{uuid.uuid4().hex[:6]}", lambda t: t.sliding(10))
+    async with app.running():
+        await counted(app, clicks, seen, (1000, 1008, 1003, 1020, 1040))
+        await app.runtime.checkpoint.commit()
+        finals = sorted((v["start"], v["end"], v["value"]) for _, v in final_records(app))
+        assert finals == [(990.0, 1000.0, 1), (998.0, 1008.0, 2), (1000.001, 1010.001, 1), (1010.0, 1020.0, 1)]
+        assert views.late_records == 1
+        assert [v for _, v in seen] == [1, 2, 1, 1, 1]  # at 1003 (late, not counted): only 1000 is within 10 s
+
+
+async def test_sliding_windows_start_from_a_window_holding_the_same_records_so_any_aggregate_works():
+    """Out of order within grace: each new window starts from a stored window that held exactly
+    its records, so an order-sensitive aggregate (a list in arrival order) comes out as if
+    recomputed from the records."""
+    name = f"wins-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", web_enabled=False)
+    clicks = app.topic("clicks", key_type=str, value_type=str)
+    finals = app.topic("finals")
+    seen: list = []
+    names = app.Table("names", default=list).sliding(10, grace=30).final(finals)
+
+    @app.agent(clicks)
+    async def collect(stream):
+        async for event in stream.events():
+            names[event.key] += [event.value]
+            seen.append(names[event.key].current())
+
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        for value, ts in (("p", 1000), ("q", 1012), ("r", 1005), ("s", 1011), ("end", 1100)):
+            await clicks.send(key="a", value=value, timestamp=ts)
+        await wait_for(lambda: len(seen) == 5, 10, message="five records")
+        await app.runtime.checkpoint.commit()
+        assert seen == [["p"], ["q"], ["p", "r"], ["r", "s"], ["end"]]
+        assert sorted((v["start"], v["end"], v["value"]) for _, v in final_records(app)) == [
+            (990.0, 1000.0, ["p"]), (995.0, 1005.0, ["p", "r"]), (1000.001, 1010.001, ["r"]),
+            (1001.0, 1011.0, ["r", "s"]), (1002.0, 1012.0, ["q", "r", "s"]), (1005.001, 1015.001, ["q", "s"]),
+            (1011.001, 1021.001, ["q"])]
+
+
+async def test_a_recovered_sliding_table_knows_its_record_times_again():
+    """Which windows end at a record is in the store key, so a new worker adds the right windows
+    for out-of-order records after a recovery."""
+    name = f"wins-{uuid.uuid4().hex[:6]}"
+    app, clicks, views, seen, _ = windowed_app(name, lambda t: t.sliding(10, grace=30))
+    async with app.running():
+        await counted(app, clicks, seen, (1000, 1012))
+    app, clicks, views, seen, _ = windowed_app(name, lambda t: t.sliding(10, grace=30))  # a new worker
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="recovered")
+        await counted(app, clicks, seen, (1005, 1011, 1100))
+        await app.runtime.checkpoint.commit()
+        truth, _ = sliding_truth([("a", t * 1000) for t in (1000, 1012, 1005, 1011, 1100)], 10_000, 30_000)
+        assert {("a", round(v["start"] * 1000)): v["value"] for _, v in final_records(app)} == truth
+
+
+def sliding_truth(records, size, grace):
+    """Kafka Streams' sliding windows over the whole input at once (ms): a record is late when,
+    on arrival, its window [t - size, t] had closed (t + grace behind the largest time so far);
+    the others make the window ending at each and the one starting 1 ms after each that has a
+    successor within size; each closed window's count is its records'."""
+    high, kept, late = None, {}, 0
+    for key, ts in records:
+        high = ts if high is None else max(high, ts)
+        if ts + grace < high:
+            late += 1
+        else:
+            kept.setdefault(key, []).append(ts)
+    truth = {}
+    for key, stamps in kept.items():
+        starts = {t - size for t in stamps} | {t + 1 for t in stamps if any(t < u <= t + 1 + size for u in stamps)}
+        for start in starts:
+            if start + size + grace + 1 <= high:
+                truth[(key, start)] = sum(start <= u <= start + size for u in stamps)
+    return truth, late
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(records=[("a", 0), ("a", 8), ("a", 3), ("a", 20), ("a", 40)], size=10, grace=0)
+@example(records=[("a", 0), ("a", 12), ("a", 5), ("a", 11), ("a", 10), ("a", 1), ("a", 60)], size=10, grace=30)
+@example(records=[("a", 0), ("a", 10), ("a", 21), ("a", 11), ("a", 60)], size=10, grace=15)  # a right window ends at a record
+@given(records=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 60)), min_size=1, max_size=30),
+       size=st.sampled_from([1, 5, 10, 25]), grace=st.sampled_from([0, 3, 15, 60]))
+async def test_sliding_windows_match_a_batch_recomputation(records, size, grace):
+    app, clicks, views, seen, closed = windowed_app(f"winsl-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.sliding(size, grace=grace))
+    async with app.running():
+        await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in records])
+        await app.runtime.checkpoint.commit()
+        emitted = [(k, round(v["start"] * 1000)) for k, v in final_records(app)]
+        assert len(emitted) == len(set(emitted)), "a window emitted twice"
+        truth, late = sliding_truth([(k, (1000 + ts) * 1000) for k, ts in records], size * 1000, grace * 1000)
+        assert {(k, round(v["start"] * 1000)): v["value"] for k, v in final_records(app)} == truth
+        assert views.late_records == late
 
 
 async def test_on_window_close_may_send_even_under_exactly_once():
