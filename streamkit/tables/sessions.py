@@ -66,9 +66,6 @@ class SessionKeyCodec(WindowKeyCodec):
         user, start, end = split_session_key(key_bytes)
         return self.user.decode(user), start, end
 
-    def probe(self, key: Any) -> tuple[Any, int, int]:  # type: ignore[override]
-        return key, 0, 0
-
 
 def session_key(user: bytes, start: int, end: int) -> bytes:
     return window_key(user, start) + _START.pack(end + _SIGN)
@@ -122,10 +119,9 @@ class SessionTable(WindowedTable):
 
     def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Extend, start or merge ``key``'s session at ``ts``, then apply ``change`` to it."""
-        state, now = self._begin(key, ts, advance)
+        state, now, user = self._begin(key, ts, advance)
         assert isinstance(state, _PartitionSessions)
         window = self.window
-        user = self.key_codec.user.encode(key) or b""
         sessions = state.open.get(user, {})
         touching = sorted(span for span in sessions if span[0] - window.gap <= ts <= span[1] + window.gap)
         start = min([ts, *(s for s, _ in touching)])
@@ -166,7 +162,7 @@ class SessionTable(WindowedTable):
     def read(self, key: Any, ts: int) -> Any:
         """The value of ``key``'s session that ``ts`` falls in (its default if none): an open
         session from the index, else a closed one still stored."""
-        _, part = self._locate(self.key_codec.probe(key), writing=False)
+        _, part = self._locate_key(key, writing=False)
         state = self._state(part.number)
         assert isinstance(state, _PartitionSessions)
         for (start, end), key_bytes in state.open.get(self.key_codec.user.encode(key) or b"", {}).items():

@@ -146,14 +146,13 @@ class SlidingTable(WindowedTable):
 
     def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Add the windows ``ts`` makes, then apply ``change`` to every window holding ``ts``."""
-        state, now = self._begin(key, ts, advance)
+        state, now, user = self._begin(key, ts, advance)
         assert isinstance(state, _PartitionSliding)
         size = self.window.size
         if ts + self.window.grace < now:  # its own window [ts - size, ts] closed
             self._late(state, ts, now, [(ts - size, ts)])
             self._close_due(state, now)
             return
-        user = self.key_codec.user.encode(key) or b""
         windows = state.keys.get(user)
         if windows is None:
             windows = state.keys[user] = _KeyWindows()
@@ -223,7 +222,7 @@ class SlidingTable(WindowedTable):
 
     def read(self, key: Any, ts: int) -> Any:
         """The aggregate over ``[ts - size, ts]``: the key's records of the last ``size``."""
-        _, part = self._locate(self.key_codec.probe(key), writing=False)
+        _, part = self._locate_key(key, writing=False)
         return self._or_default(self._read_at(part, self.key_codec.user.encode(key) or b"", ts))
 
     def _read_at(self, part: TablePartition, user: bytes, ts: int) -> Any:

@@ -160,7 +160,11 @@ class Table:
 
     def _locate(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
         key_bytes = self.key_codec.encode(key) or b""
-        number = self.partition_of(key_bytes)
+        return key_bytes, self._partition(self.partition_of(key_bytes), key, writing)
+
+    def _partition(self, number: int, key: Any, writing: bool) -> TablePartition:
+        """Partition ``number`` of ``key``, if this worker serves it (and, for a write inside a
+        record, if it is the record's own partition)."""
         if writing and not self.is_global:
             event = current_event()
             if event is not None and event.partition != number:
@@ -173,7 +177,7 @@ class Table:
         if part is None or not part.ready:
             state = "is recovering" if part is not None else "is not owned by this worker"
             raise PartitionNotLocal(f"table {self.name!r}: partition {number} (key {key!r}) {state}")
-        return key_bytes, part
+        return part
 
     # -- dict API -------------------------------------------------------------------------------
 

@@ -115,6 +115,10 @@ class Window:
 class TumblingWindow(Window):
     kind = "tumbling"
 
+    def ranges(self, ts: int) -> list[tuple[int, int]]:
+        start = ts - ts % self.size
+        return [(start, start + self.size)]
+
     def __init__(self, size: float | timedelta, *, expires: Any = None, grace: float | timedelta = 0,
                  close_idle_after: float | timedelta | None = None, late: str = "drop") -> None:
         super().__init__(size, size, expires=expires, grace=grace, close_idle_after=close_idle_after, late=late)
@@ -140,10 +144,6 @@ class WindowKeyCodec:
     def encode(self, composite: tuple[Any, int]) -> bytes:
         key, start = composite
         return window_key(self.user.encode(key) or b"", start)
-
-    def probe(self, key: Any) -> tuple[Any, int]:
-        """A composite key of ``key`` (any window): for the partition checks of a write."""
-        return key, 0
 
     def decode(self, key_bytes: bytes) -> Any:
         if key_bytes == STREAM_TIME_KEY:
@@ -237,11 +237,18 @@ class WindowedTable(Table):
     # -- per-partition window state ---------------------------------------------------------------
 
     def _state(self, number: int) -> _PartitionWindows:
-        part = self.local[number]
-        state = self._windows.get(number)
+        return self._state_of(self.local[number])
+
+    def _state_of(self, part: TablePartition) -> _PartitionWindows:
+        state = self._windows.get(part.number)
         if state is None or state.part is not part:
-            state = self._windows[number] = self._rebuild(part)
+            state = self._windows[part.number] = self._rebuild(part)
         return state
+
+    def _locate_key(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
+        """``key``'s own bytes (no window) and its partition, encoded once."""
+        user = self.key_codec.user.encode(key) or b""
+        return user, self._partition(partition_for_key(user, self.partitions), key, writing)
 
     def _rebuild(self, part: TablePartition) -> _PartitionWindows:
         """From the store (after an assignment, a recovery or a rolled-back checkpoint)."""
@@ -274,14 +281,13 @@ class WindowedTable(Table):
 
     def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Apply ``change`` to every open window of ``key`` that ``ts`` falls in."""
-        state, now = self._begin(key, ts, advance)
+        state, now, user = self._begin(key, ts, advance)
         window = self.window
         part = state.part
-        user = self.key_codec.user.encode(key) or b""
-        late: list[tuple[int, int]] = []
+        late: list[tuple[int, int]] | None = None
         for start, end in window.ranges(ts):
             if end + window.grace <= now:
-                late.append((start, end))
+                late = [*(late or ()), (start, end)]
                 continue
             key_bytes = window_key(user, start)
             value = self._read(key_bytes, part)
@@ -291,18 +297,20 @@ class WindowedTable(Table):
             self._write(part, key_bytes, (key, start), change(value))
         if late:
             self._late(state, ts, now, late)
-        self._close_due(state, now)
+        if state.close_times and state.close_times[0] <= now:
+            self._close_due(state, now)
 
-    def _begin(self, key: Any, ts: int, advance: bool) -> tuple[_PartitionWindows, int]:
+    def _begin(self, key: Any, ts: int, advance: bool) -> tuple[_PartitionWindows, int, bytes]:
         """The checks of a plain write, then the partition's state with its stream time moved
-        to ``ts`` (event time); returns the state and the stream time to judge lateness by."""
-        _, part = self._locate(self.key_codec.probe(key), writing=True)  # a plain write's checks
-        state = self._state(part.number)
+        to ``ts`` (event time); returns the state, the stream time to judge lateness by and
+        the key's bytes."""
+        user, part = self._locate_key(key, writing=True)
+        state = self._state_of(part)
         if advance:
             state.active_at, state.idle_from = _clock(), None
             if state.stream_time is None or ts > state.stream_time:
                 state.stream_time = ts  # into the table at the checkpoint (take_changes)
-        return state, state.stream_time if state.stream_time is not None else ts
+        return state, state.stream_time if state.stream_time is not None else ts, user
 
     def _late(self, state: _PartitionWindows, ts: int, now: int, closed: list[tuple[int, int]]) -> None:
         """A record for closed windows: counted, dropped, dead-lettered with ``late='dead-letter'``."""
@@ -332,7 +340,7 @@ class WindowedTable(Table):
 
     def windows_of(self, key: Any) -> Iterator[tuple[WindowRange, Any]]:
         """Every stored window of ``key``, oldest first (a scan of its partition only)."""
-        _, part = self._locate(self.key_codec.probe(key), writing=False)
+        _, part = self._locate_key(key, writing=False)
         found = sorted((self._span_of(composite), value) for composite, value in self._items_of(part)
                        if composite is not STREAM_TIME_KEY and composite[0] == key)
         for (start, end), value in found:
