@@ -137,13 +137,13 @@ def timed_store_classes():
         Clock.last = now
 
     class TimedMemoryStore(MemoryStore):
-        def apply(self, batch, changelog_offset):  # type: ignore[override]
-            super().apply(batch, changelog_offset)
+        def apply(self, batch, changelog_offset, sources=None):  # type: ignore[override]
+            super().apply(batch, changelog_offset, sources)
             note()
 
     class TimedRocksStore(RocksStore):
-        def apply(self, batch, changelog_offset):  # type: ignore[override]
-            super().apply(batch, changelog_offset)
+        def apply(self, batch, changelog_offset, sources=None):  # type: ignore[override]
+            super().apply(batch, changelog_offset, sources)
             note()
 
     return Clock, TimedMemoryStore, TimedRocksStore

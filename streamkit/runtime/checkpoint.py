@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamkit.checkpoint")
 
 BARRIER_WARN_AFTER = 10.0  # seconds a checkpoint waits for a record in progress before saying so
+# At-least-once: how long a checkpoint lets records under way finish before it takes the table
+# changes anyway (a change of a record still under way may then be restored and applied again).
+ALO_QUIESCE_LIMIT = 0.1
 Rewind = Callable[[list[TP]], Awaitable[None]]
 
 
@@ -52,6 +55,7 @@ class Checkpoint:
         self.producer = producer
         self._rewind = rewind
         self.committed: dict[TP, int] = {}
+        self.released: dict[TP, int] = {}  # forget(): positions of partitions given up
         self.lock = asyncio.Lock()
         self.last_duration = 0.0
         self.observers: list[Any] = []  # called with each commit's duration (metrics)
@@ -64,6 +68,11 @@ class Checkpoint:
         last commit; a fire-and-forget commit may have been lost, so revoke and stop re-send all)."""
         for tp in self.consumer.take_failed_commits():  # a lost fire-and-forget commit: send it again
             self.committed.pop(tp, None)
+        processed = self.processed(tps)
+        return {tp: offset for tp, offset in processed.items() if not changed_only or self.committed.get(tp) != offset}
+
+    def processed(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
+        """Per partition, the offset below which every subscriber is done with every record."""
         delivered = self.router.delivered
         wanted = delivered if tps is None else {tp: delivered[tp] for tp in tps if tp in delivered}
         offsets: dict[TP, int] = {}
@@ -73,20 +82,21 @@ class Checkpoint:
                 first = subscriber.first_unprocessed(tp)
                 if first is not None and first < offset:
                     offset = first
-            if not changed_only or self.committed.get(tp) != offset:
-                offsets[tp] = offset
+            offsets[tp] = offset
         return offsets
 
     def _producer_for(self, _partitions: int, _number: int) -> Producer:
         return self.producer
 
-    async def _quiesce(self) -> None:
-        """Wait until no stream is in the middle of a record (a closed barrier keeps them out)."""
+    async def _quiesce(self, limit: float | None = None) -> None:
+        """Wait until no stream is in the middle of a record (a closed barrier keeps them out),
+        or ``limit`` seconds."""
         loop = asyncio.get_running_loop()
         warn_at = loop.time() + BARRIER_WARN_AFTER
+        give_up = None if limit is None else loop.time() + limit
         while True:
             holding = self.router.holding()
-            if not holding:
+            if not holding or (give_up is not None and loop.time() >= give_up):
                 return
             if loop.time() >= warn_at:
                 warn_at = loop.time() + BARRIER_WARN_AFTER
@@ -98,15 +108,19 @@ class Checkpoint:
         """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
             started = time.monotonic()
-            offsets = self.offsets_to_commit(tps, changed_only=not wait)
-            # Same tick as the offsets: the table changes that go with them (no await between).
-            changes = [(p, p.prepare()) for p in self.participants]
             # Streams wait between records while the producer flushes: a flush racing new sends
-            # never ends early, and librdkafka stops batching for as long as it runs.
-            # The offsets were taken above, so the commit itself need not hold them (it waits for
-            # the fetch thread: holding streams through it cost up to a fetch timeout of latency).
+            # never ends early, and librdkafka stops batching for as long as it runs. A record
+            # already under way may finish first (briefly), so the table changes taken below are
+            # those of the records below the offsets (the checkpoint marks, tables/marks.py).
+            # The commit itself need not hold them (it waits for the fetch thread: holding
+            # streams through it cost up to a fetch timeout of latency).
             barrier = self.router.barrier
             barrier.close()
+            await self._quiesce(ALO_QUIESCE_LIMIT)
+            offsets = self.offsets_to_commit(tps, changed_only=not wait)
+            # Same tick as the offsets: the table changes that go with them (no await between).
+            positions = self.positions()
+            changes = [(p, p.prepare(positions)) for p in self.participants]
             try:
                 try:
                     sent = [await p.send(c, self._producer_for) for p, c in changes]
@@ -150,8 +164,19 @@ class Checkpoint:
             observe(self.last_duration)
 
     def forget(self, tps: Iterable[TP]) -> None:
+        """Released partitions: their last position stays known for the marks of table changes
+        still to be flushed (the final checkpoint of a stopping worker)."""
+        self.released.update(self.processed(tps))
         for tp in tps:
             self.committed.pop(tp, None)
+
+    def assigned(self, tps: Iterable[TP]) -> None:
+        for tp in tps:  # owned again: where it starts now is the committed offset, not where it was
+            self.released.pop(tp, None)
+
+    def positions(self) -> dict[TP, int]:
+        """What a checkpoint mark names: the processed offsets, released partitions' included."""
+        return {**self.released, **self.processed()}
 
 
 class ExactlyOnceCheckpoint(Checkpoint):

@@ -217,6 +217,8 @@ class Runtime(Service):
     async def _on_assigned(self, tps: list[TP]) -> None:
         self.rebalances += 1
         self.assigned.update(tps)
+        if self.checkpoint is not None:
+            self.checkpoint.assigned(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
         log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")

@@ -76,7 +76,9 @@ class SparkFacade:
         """
         from pyspark.sql import functions as F
 
-        raw = self.read_topic(table.changelog)
+        from ..tables.marks import MARK_KEY
+
+        raw = self.read_topic(table.changelog).where(F.col("key") != F.lit(MARK_KEY))  # checkpoint marks
         latest = (raw.groupBy("key")
                   .agg(F.max_by("value", F.struct("partition", "offset")).alias("value"))
                   .where(F.col("value").isNotNull()))

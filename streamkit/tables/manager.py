@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from ..errors import StoreWriteFailed
 from ..runtime.dead_letters import dead_letter_headers
 from ..transport.base import TP, Message, Producer, delivery_position
+from .marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers, mark_offsets, mark_value
 from .recovery import RecoveryProgress, Tailer, replay
 from .stores import MemoryStore, Store, open_store
 from .table import Table, TablePartition
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamkit.tables")
 
-Changes = list[tuple[Table, int, dict[bytes, bytes | None]]]
+# (table, partition, changelog batch, the checkpoint mark ending it under at-least-once)
+Changes = list[tuple[Table, int, dict[bytes, bytes | None], bytes | None]]
 
 
 class TableManager:
@@ -46,7 +48,9 @@ class TableManager:
         self._callbacks_running: asyncio.Task | None = None
         self._retailing = asyncio.Lock()  # one placement at a time: each reads the claims it acts on
         self._generation = 0
+        self._assigned: set[TP] = set()
         self.replayed_total = 0
+        self.blocks_dropped = 0  # changelog blocks of uncommitted checkpoints dropped at recovery
         self.on_serving: list[Any] = []  # async callbacks({table: [partitions]}) after each change
         self.on_resumed: list[Callable[[list[TP]], None]] = []  # source partitions whose tables caught up
 
@@ -130,6 +134,7 @@ class TableManager:
         """
         self._generation += 1
         generation = self._generation
+        self._assigned = set(assigned)
         to_recover: dict[TP, Store] = {}
         for table in self.tables:
             owned = self.owned_numbers(table, assigned)
@@ -167,11 +172,22 @@ class TableManager:
         # each paused source partition waits for the changelog partitions of its own number only
         waiting = {tp: {c for c in stores if self._waits_for_recovery(tp, {c: stores[c]})} for tp in paused}
 
+        blocks: dict[TP, MarkedBlocks] = {}
+
         def partition_done(changelog: TP) -> None:
             if generation != self._generation:
                 return
-            part = self._by_changelog[changelog.topic].local.get(changelog.partition)
+            table = self._by_changelog[changelog.topic]
+            part = table.local.get(changelog.partition)
             if part is not None:
+                block = blocks.get(changelog)
+                if block is not None and block.dropped:  # before any record can write the table
+                    self.blocks_dropped += 1
+                    log.warning("table %r partition %d: changelog records of a checkpoint whose offsets were never "
+                                "committed were not restored (their input records are processed again); %d key(s) "
+                                "are rewritten at the next checkpoint", table.name, changelog.partition,
+                                len(block.dropped))
+                    table.rewrite(changelog.partition, block.dropped)
                 part.ready = True
             ready = []
             for tp, needs in list(waiting.items()):
@@ -187,8 +203,9 @@ class TableManager:
         try:
             if self.app.conf.exactly_once and paused:
                 await self.runtime.wait_stable_offsets(paused)
+            blocks.update(await self._blocks(stores))
             replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done,
-                                    check=self.check_value, on_bad=self.bad_changelog_record)
+                                    check=self.check_value, on_bad=self.bad_changelog_record, blocks=blocks)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -209,6 +226,42 @@ class TableManager:
         if left and self.runtime.consumer is not None:
             self._resume(left)
         await self._serve_standby()
+
+    # -- checkpoint marks (marks.py) ------------------------------------------------------------
+
+    def _marked(self, table: Table) -> bool:
+        """At-least-once tables carry checkpoint marks in their changelogs; global ones do not
+        (any worker writes them, no input partition goes with them)."""
+        return not self.app.conf.exactly_once and not table.is_global
+
+    def _sources(self, table: Table, number: int, offsets: dict[TP, int]) -> dict[str, int]:
+        """``offsets`` of the input partitions that go with table partition ``number``."""
+        return {tp.topic: offset for tp, offset in offsets.items()
+                if tp.partition == number and tp.topic != table.changelog.name
+                and self._partition_count(tp.topic) == table.partitions}
+
+    async def _blocks(self, stores: dict[TP, Store]) -> dict[TP, MarkedBlocks]:
+        """How a restore judges each at-least-once changelog's blocks: by the group's committed
+        offsets of the same-numbered inputs. A store already past them (a standby that applied a
+        block whose commit never came) is emptied and restored from the start."""
+        marked = {tp: t for tp in stores if self._marked(t := self._by_changelog[tp.topic])}
+        consumer = self.runtime.consumer
+        if not marked or consumer is None:
+            return {}
+        inputs = [tp for tp in self._assigned
+                  if any(self._sources(t, c.partition, {tp: 0}) for c, t in marked.items())]
+        committed = await consumer.committed(inputs) if inputs else {}
+        blocks = {}
+        for tp, table in marked.items():
+            accept = committed_covers({s.topic: o for s, o in committed.items() if s.partition == tp.partition})
+            store = stores[tp]
+            if store.sources is not None and not accept(mark_offsets(store.sources)):
+                log.warning("table %r partition %d: the local store is ahead of the committed offsets (a standby "
+                            "applied a checkpoint that never committed); restoring it from the changelog's start",
+                            table.name, tp.partition)
+                store.reset()
+            blocks[tp] = MarkedBlocks(accept, marked=store.sources is not None)
+        return blocks
 
     def _resume(self, tps: list[TP]) -> None:
         self.runtime.consumer.resume(tps)
@@ -264,7 +317,7 @@ class TableManager:
         for name, number in [k for k in self.stores if k not in keep]:
             self._close(self._by_name[name], number)
         if force or set(tail) != set(self.tailer.stores):
-            await self.tailer.restart(tail)
+            await self.tailer.restart(tail, {tp for tp in tail if self._marked(self._by_changelog[tp.topic])})
 
     async def membership_changed(self) -> None:
         """Members came or went: standby placement may have moved (during a recovery, its end
@@ -289,21 +342,31 @@ class TableManager:
 
     # -- checkpoint participant -----------------------------------------------------------------
 
-    def prepare(self) -> Changes:
-        """Snapshot every table's changes; runs in the same tick as the offsets are taken."""
-        return [(t, n, batch) for t in self.tables for n, batch in t.take_changes().items()]
+    def prepare(self, processed: dict[TP, int] | None = None) -> Changes:
+        """Snapshot every table's changes; runs in the same tick as the offsets are taken.
+        ``processed`` (at-least-once): the input offsets below which every record is done,
+        for the checkpoint marks (marks.py)."""
+        return [(t, n, batch, mark_value(self._sources(t, n, processed))
+                 if processed is not None and self._marked(t) else None)
+                for t in self.tables for n, batch in t.take_changes().items()]
 
     async def send(self, changes: Changes, producer_for: Callable[[int, int], Producer]) -> dict[tuple[str, int], Any]:
-        """One changelog record per changed key; returns the last delivery per partition.
-        ``producer_for(partitions, number)``: under exactly-once, the partition's transaction."""
+        """One changelog record per changed key, then the mark; returns the last delivery per
+        partition. ``producer_for(partitions, number)``: under exactly-once, the partition's
+        transaction."""
         last: dict[tuple[str, int], Any] = {}
-        for table, number, batch in changes:
+        for table, number, batch, mark in changes:
             topic = table.changelog.name
             producer = producer_for(table.partitions, number)
+            part = table.local.get(number)
+            if mark is not None and part is not None and not part.opened:  # this worker's first block
+                await producer.send(topic, MARK_KEY, OPENING_MARK, partition=number, headers=MARK_HEADERS, track=False)
             fut = None
-            final = len(batch) - 1
+            final = len(batch) - 1 if mark is None else -1
             for i, (key, value) in enumerate(batch.items()):  # only the last offset is needed
                 fut = await producer.send(topic, key, value, partition=number, track=i == final)
+            if mark is not None:
+                fut = await producer.send(topic, MARK_KEY, mark, partition=number, headers=MARK_HEADERS)
             last[(table.name, number)] = fut
         for table in self.tables:  # windows closed at this checkpoint, in the same transaction
             for number in table.emitting():
@@ -326,16 +389,18 @@ class TableManager:
               keep: Callable[[int, int], bool] | None = None) -> None:
         """After the commit: write each batch, with its changelog offset, to the store (only the
         partitions ``keep(partitions, number)`` accepts: a rolled-back one keeps its store as is)."""
-        for table, number, batch in changes:
+        for table, number, batch, mark in changes:
             if keep is not None and not keep(table.partitions, number):
                 continue
             fut = last.get((table.name, number))
             offset = delivery_position(fut.result())[1] if fut is not None else None
             part = table.local.get(number)
+            if part is not None and mark is not None:
+                part.opened = True
             store = part.store if part is not None else self.stores.get((table.name, number))
             if store is not None:
                 try:
-                    store.apply(batch, offset)
+                    store.apply(batch, offset, mark)
                 except Exception as exc:
                     raise StoreWriteFailed(
                         f"table {table.name!r} partition {number}: writing the store under "
@@ -362,7 +427,7 @@ class TableManager:
         self._callbacks_running = asyncio.create_task(run(), name="streamkit-on-window-close")
 
     def abort(self, changes: Changes) -> None:
-        for table in {t for t, _, _ in changes}:
+        for table in {t for t, _, _, _ in changes}:
             table.changes_dropped()
 
     def discard(self, select: Callable[[int, int], bool]) -> None:

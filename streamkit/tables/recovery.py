@@ -17,6 +17,7 @@ from typing import Awaitable, Callable
 
 from ..transport.base import TP, Driver, Message
 from ..transport.reader import read_forever
+from .marks import MarkedBlocks, is_mark
 from .stores import Store
 
 log = logging.getLogger("streamkit.recovery")
@@ -56,25 +57,47 @@ Check = Callable[[TP, bytes], "BaseException | None"]
 OnBad = Callable[[TP, Message, BaseException], Awaitable[None]]
 
 
-async def _apply(store: Store, tp: TP, messages: list[Message], check: Check | None, on_bad: OnBad | None) -> None:
+async def _apply(store: Store, tp: TP, messages: list[Message], check: Check | None, on_bad: OnBad | None,
+                 blocks: MarkedBlocks | None = None) -> None:
+    """Apply one fetched batch to ``store``; with ``blocks`` (at-least-once tables), a
+    checkpoint block at a time (marks.py), else every record as it comes (marks skipped)."""
     batch: dict[bytes, bytes | None] = {}
+    offset: int | None = None
+    sources: bytes | None = None
     for m in messages:
+        mark = is_mark(m)
         value = m.value
-        if value is not None and check is not None:
+        if value is not None and check is not None and not mark:
             problem = check(tp, value)
             if problem is not None:
                 if on_bad is not None:
                     await on_bad(tp, m, problem)
+                if blocks is None or not blocks.marked:
+                    offset = m.offset
                 continue
-        batch[m.key or b""] = value
-    store.apply(batch, messages[-1].offset)
+        if blocks is None:
+            if not mark:
+                batch[m.key or b""] = value
+            offset = m.offset
+            continue
+        released = blocks.feed(m, batch)
+        if mark:
+            offset = m.offset  # a dropped block is passed over too: its keys are repaired
+            sources = released or sources
+        elif not blocks.marked:
+            offset = m.offset
+    if batch or offset is not None:
+        store.apply(batch, offset, sources)
 
 
 async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProgress,
                  on_done: Callable[[TP], None] | None = None, check: Check | None = None,
                  on_bad: OnBad | None = None, report_every: float = 3.0,
-                 settle: float = 0.3, idle_limit: float = 3.0) -> int:
-    """Bring each store up to its changelog's end; returns records applied.
+                 settle: float = 0.3, idle_limit: float = 3.0,
+                 blocks: dict[TP, MarkedBlocks] | None = None) -> int:
+    """Bring each store up to its changelog's end; returns records applied. The changelogs in
+    ``blocks`` are applied a checkpoint block at a time (marks.py); at the end, a block no mark
+    closed is dropped (its keys are in ``blocks[tp].dropped``, to be repaired).
 
     Each partition is done on its own (``on_done(tp)``, so its task can start processing while
     bigger ones still restore), when its position (which passes transaction markers) reaches
@@ -123,7 +146,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
             now = time.monotonic()
             for tp, messages in batches.items():
                 if messages:
-                    await _apply(stores[tp], tp, messages, check, on_bad)
+                    await _apply(stores[tp], tp, messages, check, on_bad, (blocks or {}).get(tp))
                     positions[tp] = messages[-1].offset + 1
                     applied += len(messages)
                     progress.done += len(messages)
@@ -135,6 +158,8 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                 if await caught_up(tp, now):
                     pending.discard(tp)
                     consumer.pause([tp])
+                    if blocks and tp in blocks:
+                        blocks[tp].drop()  # written by a checkpoint that never got to its mark
                     if on_done is not None:
                         on_done(tp)
             if now - last_report >= report_every:
@@ -170,14 +195,19 @@ class Tailer:
         self.check = check
         self.on_bad = on_bad
         self.stores: dict[TP, Store] = {}
+        self.blocks: dict[TP, MarkedBlocks] = {}
         self.applied = 0
         self.failures = 0
         self.last_error: BaseException | None = None
         self._task: asyncio.Task | None = None
 
-    async def restart(self, stores: dict[TP, Store]) -> None:
+    async def restart(self, stores: dict[TP, Store], marked: set[TP] = frozenset()) -> None:  # type: ignore[assignment]
+        """Tail ``stores``; those in ``marked`` (at-least-once tables) a checkpoint block at a
+        time, each applied at its mark (a standby cannot know the commit; promotion checks)."""
         await self.stop()
         self.stores = dict(stores)
+        self.blocks = {tp: MarkedBlocks(lambda _offsets: True, marked=stores[tp].sources is not None)
+                       for tp in marked if tp in stores}
         if self.stores:
             self._task = asyncio.create_task(self._supervise(), name="streamkit-changelog-tailer")
 
@@ -209,7 +239,7 @@ class Tailer:
     async def _on_records(self, tp: TP, messages: list[Message]) -> None:
         store = self.stores.get(tp)
         if store is not None:
-            await _apply(store, tp, messages, self.check, self.on_bad)
+            await _apply(store, tp, messages, self.check, self.on_bad, self.blocks.get(tp))
             self.applied += len(messages)
 
     async def stop(self) -> None:

@@ -1,7 +1,8 @@
 """Where a table partition's bytes live: RocksDB (rocksdict) or memory.
 
 A store holds encoded keys and values plus the offset of the last changelog record applied,
-written in the same atomic batch, so recovery replays only the changelog's tail.
+written in the same atomic batch, so recovery replays only the changelog's tail, and the input
+offsets its state goes with (the last checkpoint mark applied, marks.py).
 """
 from __future__ import annotations
 
@@ -19,8 +20,19 @@ class Store:
     def get(self, key: bytes) -> bytes | None:
         raise NotImplementedError
 
-    def apply(self, batch: dict[bytes, bytes | None], changelog_offset: int | None) -> None:
-        """Write ``batch`` (None deletes) and remember ``changelog_offset``, atomically."""
+    def apply(self, batch: dict[bytes, bytes | None], changelog_offset: int | None,
+              sources: bytes | None = None) -> None:
+        """Write ``batch`` (None deletes) and remember ``changelog_offset`` and, if given, the
+        checkpoint mark ``sources``, atomically."""
+        raise NotImplementedError
+
+    @property
+    def sources(self) -> bytes | None:
+        """The last checkpoint mark applied (marks.py), or None."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Empty the store (a standby found ahead of the committed offsets restores from scratch)."""
         raise NotImplementedError
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
@@ -39,11 +51,13 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self.data: dict[bytes, bytes] = {}
         self._offset: int | None = None
+        self._sources: bytes | None = None
 
     def get(self, key: bytes) -> bytes | None:
         return self.data.get(key)
 
-    def apply(self, batch: dict[bytes, bytes | None], changelog_offset: int | None) -> None:
+    def apply(self, batch: dict[bytes, bytes | None], changelog_offset: int | None,
+              sources: bytes | None = None) -> None:
         data = self.data
         for key, value in batch.items():
             if value is None:
@@ -52,6 +66,8 @@ class MemoryStore(Store):
                 data[key] = value
         if changelog_offset is not None:
             self._offset = changelog_offset
+        if sources is not None:
+            self._sources = sources
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(list(self.data.items()))
@@ -60,9 +76,18 @@ class MemoryStore(Store):
     def offset(self) -> int | None:
         return self._offset
 
+    @property
+    def sources(self) -> bytes | None:
+        return self._sources
+
+    def reset(self) -> None:
+        self.data.clear()
+        self._offset = self._sources = None
+
 
 _META_CF = "streamkit_meta"
 _OFFSET_KEY = b"changelog_offset"
+_SOURCES_KEY = b"checkpoint_mark"
 
 
 class RocksStore(Store):
@@ -80,11 +105,13 @@ class RocksStore(Store):
         self._meta_handle = self._db.get_column_family_handle(_META_CF)
         raw = self._meta.get(_OFFSET_KEY)
         self._offset = int(raw) if raw is not None else None
+        self._sources: bytes | None = self._meta.get(_SOURCES_KEY)
 
     def get(self, key: bytes) -> bytes | None:
         return self._db.get(key)
 
-    def apply(self, batch: dict[bytes, bytes | None], changelog_offset: int | None) -> None:
+    def apply(self, batch: dict[bytes, bytes | None], changelog_offset: int | None,
+              sources: bytes | None = None) -> None:
         wb = WriteBatch(raw_mode=True)
         for key, value in batch.items():
             if value is None:
@@ -93,9 +120,13 @@ class RocksStore(Store):
                 wb.put(key, value)
         if changelog_offset is not None:
             wb.put(_OFFSET_KEY, str(changelog_offset).encode(), self._meta_handle)
+        if sources is not None:
+            wb.put(_SOURCES_KEY, sources, self._meta_handle)
         self._db.write(wb)
         if changelog_offset is not None:
             self._offset = changelog_offset
+        if sources is not None:
+            self._sources = sources
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         return iter(self._db.items())
@@ -103,6 +134,19 @@ class RocksStore(Store):
     @property
     def offset(self) -> int | None:
         return self._offset
+
+    @property
+    def sources(self) -> bytes | None:
+        return self._sources
+
+    def reset(self) -> None:
+        wb = WriteBatch(raw_mode=True)
+        for key in self._db.keys():
+            wb.delete(key)
+        wb.delete(_OFFSET_KEY, self._meta_handle)
+        wb.delete(_SOURCES_KEY, self._meta_handle)
+        self._db.write(wb)
+        self._offset = self._sources = None
 
     def close(self) -> None:
         # Column-family objects keep the database (and its LOCK) alive: drop them first.

@@ -39,7 +39,7 @@ class WrongPartition(StreamkitError):
 class TablePartition:
     """One partition's store plus the writes not yet checkpointed."""
 
-    __slots__ = ("number", "store", "cache", "flushing", "borrowed", "keys", "ready")
+    __slots__ = ("number", "store", "cache", "flushing", "borrowed", "keys", "ready", "opened")
 
     def __init__(self, number: int, store: Store) -> None:
         self.number = number
@@ -51,6 +51,7 @@ class TablePartition:
         self.borrowed: dict[bytes, tuple[bytes, Any]] = {}
         self.keys: dict[bytes, Any] = {}  # keys whose entries carry them (TableEntries)
         self.ready = False
+        self.opened = False  # this worker's first changelog block went out with its mark (marks.py)
 
     def forget_writes(self) -> None:
         """Back to the store's (committed) state."""
@@ -305,6 +306,21 @@ class Table:
             keys = part.keys
             changes[number] = {k: (None if v is DELETED else encode(keys.get(k), v)) for k, v in part.flushing.items()}
         return changes
+
+    def rewrite(self, number: int, keys: Iterable[bytes]) -> None:
+        """Write ``keys`` again at the next checkpoint with their restored values (a tombstone
+        for one the store lacks): a changelog block dropped at recovery (marks.py) is then
+        overwritten for every later reader."""
+        part = self.local[number]
+        for key_bytes in keys:
+            raw = part.store.get(key_bytes)
+            if raw is None:
+                part.cache[key_bytes] = DELETED
+                continue
+            key, value = self.entries.decode(key_bytes, raw)
+            if self.entries.carries_key(key):
+                part.keys[key_bytes] = key
+            part.cache[key_bytes] = value
 
     def changes_applied(self, number: int) -> None:
         part = self.local.get(number)

@@ -67,6 +67,11 @@ class _RuntimeCollector:
                                          labels=["app"])
             tailer.add_metric([app_id], tables.tailer.failures)
             yield tailer
+            dropped = CounterMetricFamily("streamkit_changelog_blocks_dropped",
+                                          "Changelog blocks of checkpoints whose offsets never committed, not restored "
+                                          "(at-least-once; their records were processed again)", labels=["app"])
+            dropped.add_metric([app_id], tables.blocks_dropped)
+            yield dropped
             windowed = [t for t in tables.tables if t.window is not None]
             if windowed:
                 late = CounterMetricFamily("streamkit_window_late_records",

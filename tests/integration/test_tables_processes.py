@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamkit.devbroker import free_port
+from streamkit.tables.marks import MARK_KEY
 from streamkit.testing import read_topic
 from streamkit.transport.partitioner import partition_for_key
 from tests.helpers import committed_total, wait_until
@@ -116,7 +117,8 @@ def committed(broker, unique):
 def changelog_state(broker, unique):
     latest = {}
     for m in read_topic(broker, f"tbl-{unique}-counts-changelog", timeout=60, idle=2.0):
-        latest[m.key().decode()] = int(m.value())
+        if m.key() != MARK_KEY:  # checkpoint marks (tables/marks.py)
+            latest[m.key().decode()] = int(m.value())
     return latest
 
 

@@ -55,7 +55,7 @@ async def test_a_failing_tailer_is_reported_and_restarted(tmp_path):
         store = tailer.stores[TP(f"{name}-flags-changelog", number)]
         original, broken = store.apply, [True]
 
-        def disk_full(batch, offset):
+        def disk_full(batch, offset, sources=None):
             if broken[0]:
                 broken[0] = False
                 raise OSError(28, "No space left on device")

@@ -1,0 +1,91 @@
+"""Checkpoint marks: at-least-once table state that is never ahead of the committed offsets.
+
+Under at-least-once a checkpoint flushes a table's changelog records, then commits the input
+offsets. A crash between the two leaves changelog records of records that will be processed
+again: replayed into the table they would count those records twice (Kafka Streams has this
+flaw). So each at-least-once checkpoint ends a table partition's changelog records with a *mark*
+naming the input offsets they go with, and a worker opens its first block of a partition with an
+*opening mark*. Whoever restores a partition holds each block back until its mark and applies it
+only if the group's committed offsets reached the mark's; a block past them, or one no mark ends
+(an opening mark drops what a previous owner left unmarked), is dropped, and its keys are
+written again with the restored values at the next checkpoint, so a later reader that passes
+the dropped block reads the repair after it. Standby replicas apply
+marked blocks as they come and keep the last mark's offsets in the store: a standby that turns
+out to be ahead of the committed offsets when promoted is restored from scratch instead.
+
+Exactly-once needs none of this (aborted transactions are invisible to read_committed) and
+writes no marks; readers of an exactly-once app ignore marks an earlier at-least-once run left.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import orjson
+
+from ..transport.base import Headers, Message
+
+MARK_KEY = b"\xff\x00streamkit.mark\x00\xff"  # one key per partition: compaction keeps the newest
+MARK_HEADER = "streamkit-mark"
+MARK_HEADERS: Headers = [(MARK_HEADER, b"1")]
+OPENING_MARK = b"open"  # a worker's first block of a partition follows: anything pending is dropped
+
+Accept = Callable[[dict[str, int]], bool]  # whether a mark's input offsets were committed
+
+
+def mark_value(offsets: dict[str, int]) -> bytes:
+    """A mark's value: ``{source topic: next offset}`` of the mark's own partition number."""
+    return orjson.dumps(offsets)
+
+
+def is_mark(message: Message) -> bool:
+    return message.key == MARK_KEY and any(name == MARK_HEADER for name, _ in message.headers or ())
+
+
+def mark_offsets(raw: bytes | None) -> dict[str, int]:
+    return orjson.loads(raw) if raw else {}
+
+
+def committed_covers(committed: dict[str, int | None]) -> Accept:
+    """An ``Accept`` for a restore: each of the mark's offsets is at or below the committed one
+    (a topic the group never committed counts as 0; one the mark does not name is not asked)."""
+    def accept(offsets: dict[str, int]) -> bool:
+        return all(offset <= (committed.get(topic) or 0) for topic, offset in offsets.items())
+    return accept
+
+
+class MarkedBlocks:
+    """One changelog partition's records, released a checkpoint block at a time.
+
+    Before the first mark (a changelog written before marks, or by exactly-once) records pass
+    straight through. After it, records wait for the next mark: ``accept`` says whether its
+    block is applied or dropped (``dropped`` collects the keys to repair).
+    """
+
+    def __init__(self, accept: Accept, *, marked: bool) -> None:
+        self.accept = accept
+        self.marked = marked
+        self.pending: dict[bytes, bytes | None] = {}
+        self.dropped: set[bytes] = set()
+
+    def feed(self, message: Message, batch: dict[bytes, bytes | None]) -> bytes | None:
+        """Route one record into ``batch`` (now) or the pending block; returns a mark's value
+        when the record is a mark whose block was applied."""
+        if not is_mark(message):
+            if self.marked:
+                self.pending[message.key or b""] = message.value
+            else:
+                batch[message.key or b""] = message.value
+            return None
+        self.marked = True
+        value = message.value or b""
+        if value != OPENING_MARK and self.accept(mark_offsets(value)):
+            batch.update(self.pending)
+            self.pending = {}
+            return value
+        self.drop()
+        return None
+
+    def drop(self) -> None:
+        """The pending block will never be applied: its keys need repairing."""
+        self.dropped.update(self.pending)
+        self.pending = {}

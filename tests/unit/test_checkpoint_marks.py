@@ -1,0 +1,96 @@
+"""Checkpoint marks (tables/marks.py): under at-least-once, a table restored after a crash between
+the changelog flush and the offset commit holds the committed state, so the records processed
+again are counted once, not twice. The app is the plain Faust shape: a table, ``+=``, a send."""
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+
+import orjson
+
+from streamkit.tables.marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers
+from streamkit.tables.recovery import RecoveryProgress, replay
+from streamkit.tables.stores import MemoryStore
+from streamkit.testing import wait_for
+from streamkit.transport import TP
+from streamkit.transport.memory import MemoryBroker, MemoryDriver
+from tests.unit.test_checkpoint_faults import broker_of, build, expected_sums, send_inputs
+
+N = 300
+
+
+async def crash_after_flush(app, numbers, sums, processed, upto):
+    """Process inputs up to ``upto``, then a checkpoint that flushes the changelog (and its mark)
+    but whose offset commit fails, as if the worker died right there; the stop commits nothing."""
+    send_inputs(app, numbers, len(processed), upto)
+    await wait_for(lambda: len(processed) >= upto, 10, message=f"{upto} inputs processed")
+    broker_of(app).faults.fail_commits = 1_000_000
+    try:
+        await app.runtime.checkpoint.commit()
+    except Exception:
+        pass
+    else:
+        raise AssertionError("the injected commit failure did not fail the checkpoint")
+
+
+async def test_at_least_once_a_crash_between_flush_and_commit_counts_nothing_twice(tmp_path):
+    name = f"marks-{uuid.uuid4().hex[:6]}"
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", name=name, commit_interval=3600)
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        send_inputs(app, numbers, 0, N // 2)
+        await wait_for(lambda: len(processed) >= N // 2, 10, message="first half processed")
+        await app.runtime.checkpoint.commit()  # the first half: changelog, mark, offsets
+        await crash_after_flush(app, numbers, sums, processed, N)  # the second: changelog and mark only
+        assert any(m.key == MARK_KEY for part in broker_of(app).logs[sums.changelog.name] for m in part)
+    broker_of(app).faults.fail_commits = 0
+
+    second, numbers2, sums2, processed2 = build(tmp_path, "at_least_once", name=name, commit_interval=3600)
+    async with second.running():
+        await wait_for(lambda: len(processed2) >= N // 2, 10, message="the uncommitted half processed again")
+        assert {k: sums2[k] for k in expected_sums(N)} == expected_sums(N)  # not the second half twice
+        assert second.runtime.tables.blocks_dropped >= 1
+        await second.runtime.checkpoint.commit()  # writes the repaired keys with the new counts
+
+    third, _, sums3, _ = build(tmp_path, "at_least_once", name=name, commit_interval=3600)
+    async with third.running():  # restores every block, the dropped one included, from scratch
+        await wait_for(lambda: third.runtime.assigned and third.runtime.tables.ready, 10, message="recovered")
+        assert {k: sums3[k] for k in expected_sums(N)} == expected_sums(N)
+
+
+def memory_driver() -> tuple[MemoryBroker, MemoryDriver]:
+    name = f"marks-{uuid.uuid4().hex[:6]}"
+    settings = SimpleNamespace(bootstrap_servers=name, auto_offset_reset="earliest", isolation_level="read_uncommitted")
+    return MemoryBroker.named(name), MemoryDriver(settings)
+
+
+def mark(offsets: dict) -> tuple[bytes, bytes, list]:
+    return MARK_KEY, orjson.dumps(offsets), MARK_HEADERS
+
+
+async def test_replay_applies_a_block_only_when_the_committed_offsets_reached_its_mark():
+    """Opening mark, a committed block, an uncommitted one, a block no mark ended: only the
+    first is applied; the keys of the others are left for the repair."""
+    broker, driver = memory_driver()
+    log = [(MARK_KEY, OPENING_MARK, MARK_HEADERS), (b"a", b"1", None), mark({"in": 10}), (b"a", b"2", None), (b"b", b"1", None),
+           mark({"in": 20}), (b"c", b"1", None)]
+    for key, value, headers in log:
+        broker.append("t-changelog", key, value, 0, headers, None)
+    store = MemoryStore()
+    blocks = {TP("t-changelog", 0): MarkedBlocks(committed_covers({"in": 10}), marked=False)}
+    await replay(driver, {TP("t-changelog", 0): store}, RecoveryProgress(), blocks=blocks)
+    assert store.data == {b"a": b"1"}
+    assert blocks[TP("t-changelog", 0)].dropped == {b"a", b"b", b"c"}
+    assert orjson.loads(store.sources) == {"in": 10}
+    assert store.offset == 5  # the dropped block's mark is passed over; the unmarked tail is read again
+
+
+async def test_a_changelog_without_marks_is_restored_whole():
+    """Changelogs written before marks existed (or by exactly-once) are applied as they come."""
+    broker, driver = memory_driver()
+    for key, value in ((b"a", b"1"), (b"b", b"2")):
+        broker.append("t-changelog", key, value, 0, None, None)
+    store = MemoryStore()
+    blocks = {TP("t-changelog", 0): MarkedBlocks(committed_covers({}), marked=False)}
+    await replay(driver, {TP("t-changelog", 0): store}, RecoveryProgress(), blocks=blocks)
+    assert store.data == {b"a": b"1", b"b": b"2"} and not blocks[TP("t-changelog", 0)].dropped
