@@ -51,6 +51,7 @@ class TableManager:
         self._assigned: set[TP] = set()
         self.replayed_total = 0
         self.blocks_dropped = 0  # changelog blocks of uncommitted checkpoints dropped at recovery
+        self.stores_reset = 0  # standby stores found ahead of the committed offsets, restored anew
         self.on_serving: list[Any] = []  # async callbacks({table: [partitions]}) after each change
         self.on_resumed: list[Callable[[list[TP]], None]] = []  # source partitions whose tables caught up
 
@@ -260,6 +261,7 @@ class TableManager:
                             "applied a checkpoint that never committed); restoring it from the changelog's start",
                             table.name, tp.partition)
                 store.reset()
+                self.stores_reset += 1
             blocks[tp] = MarkedBlocks(accept, marked=store.sources is not None)
         return blocks
 

@@ -94,3 +94,38 @@ async def test_a_changelog_without_marks_is_restored_whole():
     blocks = {TP("t-changelog", 0): MarkedBlocks(committed_covers({}), marked=False)}
     await replay(driver, {TP("t-changelog", 0): store}, RecoveryProgress(), blocks=blocks)
     assert store.data == {b"a": b"1", b"b": b"2"} and not blocks[TP("t-changelog", 0)].dropped
+
+
+async def test_a_standby_that_applied_an_uncommitted_checkpoint_is_restored_from_scratch_on_promotion(tmp_path):
+    """b's standby copy of a's partitions takes a's last block (a standby cannot know whether its
+    commit came); a dies before committing; when b takes over, its copy is ahead of the committed
+    offsets, so it is emptied and restored, and every word is counted once."""
+    from tests.unit.test_tables_memory import build as build_words
+    from tests.unit.test_tables_memory import new_name, send_words, standbys_current
+
+    name = new_name()
+    a, words, counts_a, seen_a = build_words(name, tmp_path, "a", table_standby_replicas=1, commit_interval=3600)
+    b, _, counts_b, seen_b = build_words(name, tmp_path, "b", table_standby_replicas=1, commit_interval=3600)
+    broker = MemoryBroker.named(name)
+    async with b.running():
+        async with a.running():
+            await wait_for(lambda: a.runtime.assigned and b.runtime.assigned, 10, message="both assigned")
+            await send_words(words, 400, keys=40)
+            await wait_for(lambda: len(seen_a) + len(seen_b) == 400, 10, message="400 words counted")
+            await a.runtime.checkpoint.commit()
+            await b.runtime.checkpoint.commit()
+            await send_words(words, 400, keys=40)
+            await wait_for(lambda: len(seen_a) + len(seen_b) == 800, 10, message="800 words counted")
+            await b.runtime.checkpoint.commit()
+            broker.faults.fail_commits = 1_000_000  # a's next checkpoint flushes, its commit fails: a "dies"
+            try:
+                await a.runtime.checkpoint.commit()
+            except Exception:
+                pass
+            await wait_for(lambda: standbys_current(b, counts_b, 800), 10,
+                           message="b's standby applied a's uncommitted block")
+        broker.faults.fail_commits = 0
+        await wait_for(lambda: len(counts_b) == 40 and b.runtime.tables.ready, 10, message="b serves every key")
+        await wait_for(lambda: dict(counts_b.items()) == {f"w{i}": 20 for i in range(40)}, 10,
+                       message="every word counted once after the takeover")
+        assert b.runtime.tables.stores_reset >= 1
