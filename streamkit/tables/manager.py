@@ -262,7 +262,7 @@ class TableManager:
                             table.name, tp.partition)
                 store.reset()
                 self.stores_reset += 1
-            blocks[tp] = MarkedBlocks(accept, marked=store.sources is not None)
+            blocks[tp] = MarkedBlocks(accept, marked=store.sources is not None, after=store.offset)
         return blocks
 
     def _resume(self, tps: list[TP]) -> None:

@@ -61,15 +61,23 @@ class MarkedBlocks:
     block is applied or dropped (``dropped`` collects the keys to repair).
     """
 
-    def __init__(self, accept: Accept, *, marked: bool) -> None:
+    def __init__(self, accept: Accept, *, marked: bool, after: int | None = None) -> None:
         self.accept = accept
         self.marked = marked
         self.pending: dict[bytes, bytes | None] = {}
         self.dropped: set[bytes] = set()
+        self.last = after  # offset of the record before the next one fed (the store's offset)
 
     def feed(self, message: Message, batch: dict[bytes, bytes | None]) -> bytes | None:
         """Route one record into ``batch`` (now) or the pending block; returns a mark's value
         when the record is a mark whose block was applied."""
+        if self.pending and self.last is not None and message.offset != self.last + 1:
+            # An offset gap: compaction removed records, marks among them, so where the blocks
+            # ended is unknown. Applied as they are (at worst a repeat, as before marks), never
+            # dropped: that could drop committed state that compaction merged into this block.
+            batch.update(self.pending)
+            self.pending = {}
+        self.last = message.offset
         if not is_mark(message):
             if self.marked:
                 self.pending[message.key or b""] = message.value

@@ -206,8 +206,8 @@ class Tailer:
         time, each applied at its mark (a standby cannot know the commit; promotion checks)."""
         await self.stop()
         self.stores = dict(stores)
-        self.blocks = {tp: MarkedBlocks(lambda _offsets: True, marked=stores[tp].sources is not None)
-                       for tp in marked if tp in stores}
+        self.blocks = {tp: MarkedBlocks(lambda _offsets: True, marked=stores[tp].sources is not None,
+                                        after=stores[tp].offset) for tp in marked if tp in stores}
         if self.stores:
             self._task = asyncio.create_task(self._supervise(), name="streamkit-changelog-tailer")
 
