@@ -212,15 +212,18 @@ def batch_truth(records, size, step, grace):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@example(records=[("a", 0), ("a", 10), ("b", 0)], shape=(10, 10), grace=0)  # both boundaries
-@example(records=[("a", 12), ("a", 0), ("a", 9), ("b", 30)], shape=(10, 5), grace=3)
+@example(records=[("a", 0), ("a", 10), ("b", 0)], shape=(10, 10), grace=0, keep=0)  # both boundaries
+@example(records=[("a", 12), ("a", 0), ("a", 9), ("b", 30)], shape=(10, 5), grace=3, keep=0)
 @given(records=st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40)), min_size=1, max_size=30),
-       shape=st.sampled_from([(10, 10), (10, 5), (20, 5), (6, 3)]), grace=st.sampled_from([0, 3, 15]))
-async def test_final_values_and_late_records_match_a_batch_recomputation(records, shape, grace):
+       shape=st.sampled_from([(10, 10), (10, 5), (20, 5), (6, 3)]), grace=st.sampled_from([0, 3, 15]),
+       keep=st.sampled_from([0, 7, 100]))
+async def test_final_values_and_late_records_match_a_batch_recomputation(records, shape, grace, keep):
+    """``keep``: how much longer than size + grace windows are kept (expires): never a final value's business."""
     size, step = shape
+    expires = size + grace + keep
     app, clicks, views, seen, closed = windowed_app(
-        f"winp-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(size, step, grace=grace) if step != size
-        else t.tumbling(size, grace=grace))
+        f"winp-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(size, step, expires, grace=grace) if step != size
+        else t.tumbling(size, expires, grace=grace))
     async with app.running():
         await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in records])
         await app.runtime.checkpoint.commit()
