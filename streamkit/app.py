@@ -10,6 +10,7 @@ from .agents.agent import Agent
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError
+from .faust_settings import apply_faust_app_settings
 from .settings import Settings
 from .signals import Signal
 from .timers import Clock, Timer, Timers
@@ -29,8 +30,9 @@ class App:
     def __init__(self, id: str, *, clock: Clock | None = None, **settings: Any) -> None:
         if not id or any(c.isspace() for c in id):
             raise ConfigurationError(f"app id {id!r} must be non-empty without spaces")
-        self.id = id
         self.conf = Settings.from_env(**settings)
+        self._given_id = id
+        self.id = self._versioned_id()
         self.clock = clock or Clock()
         self.topics: dict[str, Topic] = {}
         self.agents: dict[str, Agent] = {}
@@ -50,13 +52,23 @@ class App:
         self._driver: Driver | None = None
         self._client_producer: Producer | None = None
         self._producer_lock: asyncio.Lock | None = None
-        self.leader_topic = Topic(self, f"{id}-__leader", partitions=1, internal=True)
-        self.reply_topic = Topic(self, f"{id}-replies", partitions=1, internal=True)
-        self.cluster_topic = Topic(self, f"{id}-__cluster", partitions=1, internal=True,
+        self.leader_topic = Topic(self, f"{self.id}-__leader", partitions=1, internal=True)
+        self.reply_topic = Topic(self, f"{self.id}-replies", partitions=1, internal=True)
+        self.cluster_topic = Topic(self, f"{self.id}-__cluster", partitions=1, internal=True,
                                    config={"cleanup.policy": "compact"})  # keyed by worker URL
         self.web: Any = None
         self.spark_spec: str | None = None  # module:attribute for Spark tasks (found when unset)
         self._spark: Any = None
+
+    def _versioned_id(self) -> str:
+        """Faust's: above version 1 the id is ``id_format`` (``<id>-v<version>``)."""
+        conf = self.conf
+        if conf.version <= 1:
+            return self._given_id
+        try:
+            return conf.id_format.format(id=self._given_id, self=conf)
+        except (AttributeError, KeyError, IndexError) as exc:
+            raise ConfigurationError(f"id_format={conf.id_format!r}: {exc!r}; use {{id}} and {{self.<setting>}}") from None
 
     @property
     def dlq_topic_name(self) -> str:
@@ -76,6 +88,10 @@ class App:
             if partitions is not None and existing.partitions not in (None, partitions):
                 raise ConfigurationError(f"topic {name!r} declared twice with different partition counts")
             return existing
+        if key_type is None and key_serializer is None and self.conf.key_serializer != "raw" and not internal:
+            key_serializer = self.conf.key_serializer  # Faust's app-wide default
+        if value_type is None and value_serializer is None and self.conf.value_serializer != "json" and not internal:
+            value_serializer = self.conf.value_serializer
         topic = Topic(self, name, key_type=key_type, value_type=value_type, partitions=partitions, replicas=replicas,
                       config=config, key_serializer=key_serializer, value_serializer=value_serializer, internal=internal)
         self.topics[name] = topic
@@ -334,7 +350,11 @@ class App:
 
         if self.runtime is not None:
             raise RuntimeError("app is already running")
+        if self._versioned_id() != self.id:
+            raise ConfigurationError(f"version/id_format changed after App({self._given_id!r}) named its topics "
+                                     f"{self.id!r}: pass version= (and id_format=) to App(...)")
         self.conf.freeze()
+        apply_faust_app_settings(self)
         await self.on_worker_init.send()
         self.runtime = Runtime(self, table_manager=TableManager)
         try:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, get_type_hints
 
 from .errors import ConfigurationError
+from .faust_settings import is_faust_name, translate
 
 class Secret:
     """A password or token: ``repr``, ``str``, ``dataclasses.asdict`` and f-strings show
@@ -200,6 +201,26 @@ class Settings:
     """Seconds to keep retrying an unreachable broker at startup before giving up."""
     stop_timeout: float = 8.0
     """Seconds a graceful stop waits for in-flight records before committing what is done."""
+    version: int = 1
+    """Faust's app version: above 1 the app id becomes ``id_format`` (``<id>-v<version>``), so a new
+    version starts with its own consumer group, changelogs and internal topics."""
+    id_format: str = "{id}-v{self.version}"
+    """Faust's: how ``version`` enters the app id (``{id}`` and ``{self.<setting>}`` fields)."""
+    origin: str = ""
+    """Faust's: the package of the app, searched by ``autodiscover=True``."""
+    autodiscover: bool | list[str] = False
+    """Faust's: import every module of ``origin`` (True) or of the listed packages when the
+    worker starts, so agents, tables and timers declared there register themselves."""
+    timezone: str = ""
+    """Faust's: the default time zone of crontab timers (empty: UTC)."""
+    key_serializer: str = "raw"
+    """Faust's: the codec of topic keys declared without a type or serializer (raw, str, json)."""
+    value_serializer: str = "json"
+    """Faust's: the codec of topic values declared without a type or serializer (json, raw, str)."""
+    logging_config: dict[str, Any] = field(default_factory=dict)
+    """Faust's: a ``logging.config.dictConfig`` dict applied when the worker starts."""
+    loghandlers: list[Any] = field(default_factory=list)
+    """Faust's: logging handlers added to the root logger when the worker starts."""
     consumer_config: dict[str, Any] = field(default_factory=dict)
     """Extra driver-native consumer settings, passed through unchanged."""
     producer_config: dict[str, Any] = field(default_factory=dict)
@@ -217,6 +238,11 @@ class Settings:
         if not self.__dict__.get("_ready"):  # the dataclass __init__ filling the fields
             object.__setattr__(self, name, value)
             return
+        if name not in _FIELD_NAMES and is_faust_name(name):
+            translated = translate(name, value)  # Faust's name: renamed, or accepted, or refused with why
+            if translated is None:
+                return
+            name, value = translated
         if name not in _FIELD_NAMES:
             raise ConfigurationError(f"unknown setting {name!r}{_did_you_mean(name)}")
         if self.__dict__.get("_frozen"):
@@ -337,6 +363,7 @@ class Settings:
         """Build settings from code values, then apply ``STREAMKIT_*`` overrides."""
         environ = dict(os.environ if environ is None else environ)
         hints = get_type_hints(cls)
+        values = _from_faust_names(values)
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigurationError("unknown setting(s): " + ", ".join(f"{name!r}{_did_you_mean(name)}"
@@ -357,6 +384,24 @@ class Settings:
 _GROUP_PROTOCOL_KEYS = frozenset({"partition.assignment.strategy", "group.protocol", "group.remote.assignor",
                                   "partition_assignment_strategy"})
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
+
+
+def _from_faust_names(values: dict[str, Any]) -> dict[str, Any]:
+    """``App(...)`` keywords with Faust's setting names translated (faust_settings.py); a Faust
+    name and the streamkit name it renames to, both given, must agree."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in _FIELD_NAMES or not is_faust_name(name):
+            out.setdefault(name, value)
+            continue
+        translated = translate(name, value)
+        if translated is None:
+            continue
+        target, converted = translated
+        if target in values and values[target] != converted:
+            raise ConfigurationError(f"{name}={value!r} (Faust's name for {target}) contradicts {target}={values[target]!r}")
+        out[target] = converted
+    return out
 
 
 def _did_you_mean(name: str) -> str:

@@ -43,6 +43,7 @@ class Timer:
         self.interval = interval
         self.cron = cron
         self.tz = ZoneInfo(timezone) if isinstance(timezone, str) else (timezone or dt.timezone.utc)
+        self.tz_given = timezone is not None  # else the app's ``timezone`` setting applies at start
         self.on_leader = on_leader
         self.name = name or getattr(fun, "__qualname__", repr(fun))
         self.runs = 0

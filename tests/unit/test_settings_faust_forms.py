@@ -71,6 +71,7 @@ def test_choice_settings_are_typed_and_strings_still_work():
         sk.App("bad", error_policy="retry")
 
 
-def test_faust_setting_names_get_the_streamkit_name_as_docs_say():
-    with pytest.raises(sk.ConfigurationError, match=r"unknown setting\(s\): 'datadir' \(did you mean 'data_dir'\?\)"):
-        sk.App("faustnames", datadir="/tmp/x")
+def test_faust_setting_names_are_renamed_and_typos_get_did_you_mean_as_docs_say():
+    assert sk.App("faustnames", datadir="/tmp/x").conf.data_dir == "/tmp/x"  # test_faust_settings.py: all of them
+    with pytest.raises(sk.ConfigurationError, match=r"unknown setting\(s\): 'datadri' \(did you mean 'data_dir'\?\)"):
+        sk.App("faustnames", datadri="/tmp/x")

@@ -1,0 +1,211 @@
+"""Faust's setting names, so ``faust.App("x", broker_commit_interval=2.0, datadir=...)`` runs with
+its import changed: each name is renamed to streamkit's with Faust's units converted (seconds
+to milliseconds where streamkit counts those), accepted where its value is what streamkit does
+anyway, or refused with what to do instead. Never accepted and ignored.
+
+Names both share (``broker``, ``store``, ``processing_guarantee``, ``topic_partitions``,
+``table_standby_replicas``, ``web_port``, ``web_enabled``, ...) and the app-level ones streamkit
+honours itself (``version``, ``id_format``, ``origin``, ``autodiscover``, ``timezone``,
+``key_serializer``, ``value_serializer``, ``logging_config``, ``loghandlers``) are Settings fields.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import logging.config
+import pkgutil
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Callable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from .app import App
+
+log = logging.getLogger("streamkit.app")
+
+
+def _seconds(value: Any) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _ms(value: Any) -> int:
+    return round(_seconds(value) * 1000)
+
+
+def _acks(value: Any) -> str:
+    return {-1: "all", "-1": "all", "all": "all", 0: "0", "0": "0", 1: "1", "1": "1"}[value]
+
+
+def _compression(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+# Faust name -> (streamkit name, converter from Faust's value and unit)
+RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "url": ("broker", lambda v: v),
+    "datadir": ("data_dir", str),
+    "broker_commit_interval": ("commit_interval", _seconds),
+    "broker_session_timeout": ("session_timeout_ms", _ms),
+    "broker_heartbeat_interval": ("heartbeat_interval_ms", _ms),
+    "broker_max_poll_interval": ("max_poll_interval_ms", _ms),
+    "broker_max_poll_records": ("fetch_max_records", int),
+    "consumer_auto_offset_reset": ("auto_offset_reset", str),
+    "topic_replication_factor": ("topic_replicas", int),
+    "producer_acks": ("acks", _acks),
+    "producer_linger_ms": ("linger_ms", int),
+    "producer_linger": ("linger_ms", _ms),
+    "producer_compression_type": ("compression", _compression),
+    "web_bind": ("web_host", str),
+    "canonical_url": ("web_advertised_url", str),
+}
+
+# Faust name -> (values that describe what streamkit does, what it does / what to use instead)
+ONLY: dict[str, tuple[tuple[Any, ...], str]] = {
+    "stream_wait_empty": ((True,), "a revoke or stop always finishes the records under way (bounded by stop_timeout)"),
+    "stream_ack_exceptions": ((True,), "a record whose agent raised is retried agent_retries times, then handed to "
+                                       "error_policy (dlq, skip or stop)"),
+    "stream_ack_cancelled_tasks": ((True,), "records of a cancelled agent are handed to error_policy"),
+    "stream_publish_on_commit": ((False,), "sends are flushed at every checkpoint; use processing_guarantee="
+                                           "'exactly_once' for outputs visible only with their commit"),
+    "topic_allow_declare": ((True,), "streamkit creates the topics it needs (and checks their partition counts)"),
+    "topic_disable_leader": ((False,), "the leader topic <app-id>-__leader elects the worker for on_leader timers"),
+    "broker_check_crcs": ((True,), "the clients always check CRCs"),
+    "broker_api_version": (("auto",), "the clients negotiate the API version"),
+    "consumer_api_version": (("auto",), "the clients negotiate the API version"),
+    "producer_api_version": (("auto",), "the clients negotiate the API version"),
+    "web_transport": (("tcp://",), "the web server listens on web_host:web_port"),
+    "web_in_thread": ((False,), "the web server runs on the worker's event loop"),
+    "worker_redirect_stdouts": ((False,), "print() goes to stdout; log through logging"),
+    "debug": ((False,), "use -l debug (streamkit worker -l debug) for debug logging"),
+    "cython_optimizations": ((False,), "streamkit's hot path is batched pure Python plus the clients' C code"),
+    "blocking_timeout": ((None,), "kill -USR1 <worker pid> prints every task's stack"),
+    "tabledir": (("tables",), "tables live under data_dir/<app-id>/<table>/<partition>"),
+    "cache": (("memory://",), "streamkit has no web-view cache"),
+    "recovery_consistency_check": ((True,), "recovery always checks that every changelog value decodes"),
+    "store_check_exists": ((True,), "stores are created when missing"),
+    "producer_threaded": ((False,), "use driver='confluent' for a producer that runs in librdkafka's threads"),
+    "web_stats_enabled": ((True,), "/metrics serves streamkit's counters"),
+    "web_tables_enabled": ((True,), "/tables/<name>/<key> serves every table"),
+    "web_router_enabled": ((True,), "table queries are forwarded to the owning worker"),
+    "web_metrics_enabled": ((True,), "/metrics is served whenever web_enabled"),
+    "reply_create_topic": ((True, False), "the reply topic <app-id>-replies is always created"),
+}
+
+# Faust name -> what to use instead (any value refused)
+REFUSED: dict[str, str] = {
+    "env_prefix": "environment overrides are STREAMKIT_<SETTING>",
+    "agent_supervisor": "an agent that raises is restarted with its held records (agent_retries, error_policy)",
+    "broker_consumer": "one broker list serves both clients: broker=",
+    "broker_producer": "one broker list serves both clients: broker=",
+    "broker_client_id": "consumer_config/producer_config={'client_id' (aiokafka) or 'client.id' (confluent): ...}",
+    "broker_commit_every": "checkpoints run every commit_interval seconds (and on revoke and stop)",
+    "broker_commit_livelock_soft_timeout": "a checkpoint waiting for a record says so every 10 s in the log",
+    "broker_credentials": "sasl_mechanism, sasl_username, sasl_password (or sasl_password_file) and ssl_cafile, "
+                          "ssl_certfile, ssl_keyfile, ssl_password",
+    "ssl_context": "ssl_cafile, ssl_certfile, ssl_keyfile and ssl_password",
+    "broker_rebalance_timeout": "consumer_config={'rebalance_timeout_ms' (aiokafka) or 'max.poll.interval.ms' "
+                                "(confluent): ...}",
+    "broker_request_timeout": "consumer_config/producer_config={'request_timeout_ms' (aiokafka) or "
+                              "'request.timeout.ms' (confluent): ...}",
+    "consumer_max_fetch_size": "consumer_config={'max_partition_fetch_bytes' (aiokafka) or "
+                               "'max.partition.fetch.bytes' (confluent): ...}",
+    "consumer_group_instance_id": "consumer_config={'group.instance.id': ...} on driver='confluent'",
+    "consumer_metadata_max_age_ms": "consumer_config={'metadata_max_age_ms' or 'metadata.max.age.ms': ...}",
+    "consumer_connections_max_idle_ms": "consumer_config={'connections_max_idle_ms' or "
+                                        "'connections.max.idle.ms': ...}",
+    "producer_max_batch_size": "producer_config={'max_batch_size' (aiokafka) or 'batch.size' (confluent): ...}",
+    "producer_max_request_size": "producer_config={'max_request_size' or 'message.max.bytes': ...}",
+    "producer_partitioner": "streamkit partitions keys with Kafka's murmur2 (what the Java client does); "
+                            "send(partition=) picks one explicitly",
+    "producer_request_timeout": "producer_config={'request_timeout_ms' or 'message.timeout.ms': ...}",
+    "producer_metadata_max_age_ms": "producer_config={'metadata_max_age_ms' or 'metadata.max.age.ms': ...}",
+    "producer_connections_max_idle_ms": "producer_config={'connections_max_idle_ms' or "
+                                        "'connections.max.idle.ms': ...}",
+    "stream_buffer_maxsize": "stream_buffer_batches (fetched batches queued per stream, not records)",
+    "stream_processing_timeout": "a checkpoint waiting for a record says so every 10 s; stop_timeout bounds stops",
+    "stream_recovery_delay": "partitions resume as soon as their tables are recovered",
+    "table_cleanup_interval": "expired windows are deleted at every checkpoint (commit_interval)",
+    "table_key_index_size": "windowed tables iterate their stored windows; there is no key index to size",
+    "reply_expires": "asks time out with ask(timeout=)",
+    "reply_to": "replies go to <app-id>-replies",
+    "reply_to_prefix": "replies go to <app-id>-replies",
+    "web": "the web server is aiohttp, always",
+    "web_ssl_context": "serve the web port behind a TLS-terminating proxy; web_auth_token guards it",
+    "web_cors_options": "serve the web port behind a proxy that sets CORS headers",
+    "web_application_options": "app.page() adds views; the aiohttp application is streamkit's",
+    "web_graph_enabled": "streamkit has no graph view",
+    "worker_redirect_stdouts_level": "print() goes to stdout; log through logging",
+    "aerospike_retries_on_exception": "stores are rocksdb:// or memory://",
+    "aerospike_sleep_seconds_between_retries_on_exception": "stores are rocksdb:// or memory://",
+    "crash_app_on_aerospike_exception": "stores are rocksdb:// or memory://",
+}
+
+
+def translate(name: str, value: Any) -> tuple[str, Any] | None:
+    """A Faust setting as ``(streamkit name, value)``, None when it is accepted with nothing to
+    set (its value is what streamkit does), or ConfigurationError saying what to do instead."""
+    if name in RENAMED:
+        target, convert = RENAMED[name]
+        try:
+            return target, convert(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"{name}={value!r} (Faust's name for {target}): cannot convert it ({exc!r})") from None
+    if name in ONLY:
+        accepted, what = ONLY[name]
+        if value in accepted:
+            return None
+        raise ConfigurationError(f"{name}={value!r} is not supported: {what}"
+                                 + (f" ({name}={accepted[0]!r} is accepted)" if len(accepted) == 1 else ""))
+    if name in REFUSED:
+        raise ConfigurationError(f"Faust setting {name!r} is not supported by streamkit: {REFUSED[name]}")
+    return name, value
+
+
+def is_faust_name(name: str) -> bool:
+    return name in RENAMED or name in ONLY or name in REFUSED
+
+
+def apply_faust_app_settings(app: "App") -> None:
+    """When a worker starts: Faust's ``logging_config``/``loghandlers``, ``timezone`` for crontabs
+    declared without one, and ``autodiscover`` (import the modules that declare agents)."""
+    conf = app.conf
+    if conf.logging_config:
+        logging.config.dictConfig(conf.logging_config)
+    for handler in conf.loghandlers:
+        if handler not in logging.getLogger().handlers:
+            logging.getLogger().addHandler(handler)
+    if conf.timezone:
+        try:
+            zone = ZoneInfo(conf.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ConfigurationError(f"timezone={conf.timezone!r}: {exc}") from None
+        for timer in app.timers:
+            if timer.cron is not None and not timer.tz_given:
+                timer.tz = zone
+    for package in _discover_packages(conf.autodiscover, conf.origin):
+        _import_all(package)
+
+
+def _discover_packages(autodiscover: bool | list[str], origin: str) -> list[str]:
+    if autodiscover is True:
+        if not origin:
+            raise ConfigurationError("autodiscover=True needs origin= (the app's package), as in Faust")
+        return [origin]
+    if autodiscover:
+        return list(autodiscover)
+    return []
+
+
+def _import_all(package: str) -> None:
+    """Import ``package`` and every module under it (Faust scans them with venusian)."""
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise ConfigurationError(f"autodiscover: cannot import {package!r}: {exc}") from None
+    for info in pkgutil.walk_packages(getattr(module, "__path__", []), prefix=f"{package}."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue
+        importlib.import_module(info.name)
+        log.debug("autodiscover imported %s", info.name)
