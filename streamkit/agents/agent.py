@@ -10,7 +10,7 @@ import asyncio
 import inspect
 import logging
 import operator
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..streams.stream import Stream
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..app import App
     from ..runtime.worker import Runtime
     from ..topics import Topic
+    from .testing import AgentTestContext
 
 log = logging.getLogger("streamkit.agent")
 
@@ -162,6 +163,31 @@ class Agent:
     async def ask(self, value: Any = None, *, key: Any = None, timeout: float = 30.0, reply_type: Any = None) -> Any:
         """Send a request and wait for the value the agent yields while processing it."""
         return await self.app.replies.ask(self.topic, key, value, timeout=timeout, reply_type=reply_type)
+
+    async def join(self, values: Iterable[Any], key: Any = None, *, timeout: float = 30.0) -> list[Any]:
+        """Ask the agent about every value concurrently; the replies in the values' order (Faust's)."""
+        return list(await asyncio.gather(*(self.ask(value, key=key, timeout=timeout) for value in values)))
+
+    async def kvjoin(self, items: Iterable[tuple[Any, Any]], *, timeout: float = 30.0) -> list[Any]:
+        """``join`` over ``(key, value)`` pairs: each request keyed (so partitioned) by its key."""
+        return list(await asyncio.gather(*(self.ask(value, key=key, timeout=timeout) for key, value in items)))
+
+    async def map(self, values: Iterable[Any], key: Any = None, *, timeout: float = 30.0) -> AsyncIterator[Any]:
+        """Ask about every value concurrently; yield the replies as they arrive (Faust's)."""
+        for reply in asyncio.as_completed([self.ask(value, key=key, timeout=timeout) for value in values]):
+            yield await reply
+
+    async def kvmap(self, items: Iterable[tuple[Any, Any]], *, timeout: float = 30.0) -> AsyncIterator[Any]:
+        """``map`` over ``(key, value)`` pairs."""
+        for reply in asyncio.as_completed([self.ask(value, key=key, timeout=timeout) for key, value in items]):
+            yield await reply
+
+    def test_context(self) -> "AgentTestContext":
+        """Faust's ``async with agent.test_context() as ctx: event = await ctx.put(value)``: the
+        agent's function over records put in directly, no broker (agents/testing.py)."""
+        from .testing import AgentTestContext
+
+        return AgentTestContext(self)
 
     # -- group_by / through ---------------------------------------------------------------------
 

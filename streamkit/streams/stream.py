@@ -42,7 +42,63 @@ def current_event() -> Event | None:
     return _current_event.get()
 
 
-class Stream:
+class Chainable:
+    """Operators that give a new stream of values, the same on a Stream and on what they return."""
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        raise NotImplementedError
+
+    def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
+        raise NotImplementedError
+
+    def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
+        """Keep values for which ``predicate`` (sync or async) is true; others count as done."""
+        is_async = inspect.iscoroutinefunction(predicate)
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self:
+                if (await predicate(value)) if is_async else predicate(value):
+                    yield value
+
+        return self._derive(run())
+
+    def map(self, fn: Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]) -> "Derived":
+        """Transform each value with ``fn`` (sync or async)."""
+        is_async = inspect.iscoroutinefunction(fn)
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self:
+                yield (await fn(value)) if is_async else fn(value)
+
+        return self._derive(run())
+
+    def enumerate(self, start: int = 0) -> "Derived":
+        """``(index, value)`` pairs, as Python's enumerate (Faust's)."""
+        async def run() -> AsyncIterator[Any]:
+            i = start
+            async for value in self:
+                yield i, value
+                i += 1
+
+        return self._derive(run())
+
+    def echo(self, *channels: Any) -> "Derived":
+        """Forward every value, with its record's key, to each of ``channels`` (topics or agents),
+        then give it out (Faust's)."""
+        topics = [getattr(channel, "topic", channel) for channel in channels]
+
+        async def run() -> AsyncIterator[Any]:
+            async for value in self:
+                event = current_event()
+                key = event.key if event is not None else None
+                for topic in topics:
+                    await topic.send_soon(key=key, value=value)
+                yield value
+
+        return self._derive(run())
+
+
+class Stream(Chainable):
     """Async-iterable over decoded values; one per agent instance, sharing a Subscriber."""
 
     def __init__(self, subscriber: Subscriber, *, topic: "Topic | None" = None, owner: Any = None) -> None:
@@ -131,6 +187,9 @@ class Stream:
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._values()
 
+    def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
+        return Derived(self, iterator)
+
     async def _values(self) -> AsyncIterator[Any]:
         while True:
             event = await self.next_event()
@@ -153,38 +212,21 @@ class Stream:
 
     # -- operators ----------------------------------------------------------------------------
 
-    def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
-        """Keep values for which ``predicate`` (sync or async) is true; others count as done."""
-        is_async = inspect.iscoroutinefunction(predicate)
-
-        async def run() -> AsyncIterator[Any]:
-            async for value in self:
-                keep = await predicate(value) if is_async else predicate(value)
-                if keep:
-                    yield value
-
-        return Derived(self, run())
-
-    def map(self, fn: Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]) -> "Derived":
-        """Transform each value with ``fn`` (sync or async)."""
-        is_async = inspect.iscoroutinefunction(fn)
-
-        async def run() -> AsyncIterator[Any]:
-            async for value in self:
-                yield (await fn(value)) if is_async else fn(value)
-
-        return Derived(self, run())
-
     async def take(self, n: int, within: float) -> AsyncIterator[list[Any]]:
         """Lists of up to ``n`` values, each given out after at most ``within`` seconds.
 
         The records of a list count as processed when the next list is requested.
         """
+        async for events in self.take_events(n, within):
+            yield [event.value for event in events]
+
+    async def take_events(self, n: int, within: float) -> AsyncIterator[list[Event]]:
+        """``take`` with the events (key, headers, offset...) instead of the values (Faust's)."""
         loop = asyncio.get_running_loop()
         while True:
             self._hold = True
             self._release_held()
-            buffer: list[Any] = []
+            buffer: list[Event] = []
             deadline = loop.time() + within
             while len(buffer) < n:
                 remaining = deadline - loop.time()
@@ -193,10 +235,35 @@ class Stream:
                 event = await self.next_event(timeout=remaining)
                 if event is None:
                     break
-                buffer.append(event.value)
+                buffer.append(event)
             if buffer:
                 yield buffer
             self._hold = False
+
+    def noack(self) -> "Stream":
+        """Faust's manual acks: from now on a record counts as processed only when
+        ``stream.ack(event)`` is called for it (checkpoints never commit past one that was not)."""
+        self._hold = True
+        return self
+
+    def ack(self, event: Event) -> bool:
+        """Mark ``event`` processed (after ``noack()``); False if it was not held."""
+        for i, (batch, idx) in enumerate(self._held):
+            if batch.events[idx] is event:
+                del self._held[i]
+                still = [j for b, j in self._held if b is batch]
+                handed = self._idx + 1 if batch is self._batch else len(batch.events)
+                batch.acked = max(batch.acked, min(still) if still else handed)
+                return True
+        return False
+
+    def tee(self, n: int = 2) -> Any:
+        raise NotImplementedError("stream.tee() is not supported: declare one agent per consumer of the topic "
+                                  "(each gets every record), or forward with stream.echo(topic)")
+
+    def combine(self, *streams: Any) -> Any:
+        raise NotImplementedError("stream.combine() is not supported: declare one agent per topic, or forward the "
+                                  "topics into one with stream.through(topic)/echo(topic)")
 
     def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
                  key_type: Any = None, value_type: Any = None) -> "Stream":
@@ -217,8 +284,8 @@ class Stream:
         return self.owner.through(self, topic)
 
 
-class Derived:
-    """A stream after ``filter``/``map``: iterable, and chainable further."""
+class Derived(Chainable):
+    """A stream after ``filter``/``map``/``enumerate``/``echo``: iterable, and chainable further."""
 
     def __init__(self, source: Stream, iterator: AsyncIterator[Any]) -> None:
         self.source = source
@@ -227,21 +294,5 @@ class Derived:
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._iterator
 
-    def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
-        is_async = inspect.iscoroutinefunction(predicate)
-
-        async def run() -> AsyncIterator[Any]:
-            async for value in self._iterator:
-                if (await predicate(value)) if is_async else predicate(value):
-                    yield value
-
-        return Derived(self.source, run())
-
-    def map(self, fn: Callable[[Any], Any]) -> "Derived":
-        is_async = inspect.iscoroutinefunction(fn)
-
-        async def run() -> AsyncIterator[Any]:
-            async for value in self._iterator:
-                yield (await fn(value)) if is_async else fn(value)
-
-        return Derived(self.source, run())
+    def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
+        return Derived(self.source, iterator)

@@ -1,0 +1,84 @@
+"""``agent.test_context()``, as in Faust: unit-test an agent's function without a broker.
+
+    async with count.test_context() as agent:
+        event = await agent.put("hello", key="k")
+        assert agent.results[event.message.offset] == 1
+
+Each ``put`` encodes the record with the topic's codecs (so a value that would not survive the
+topic does not pass here either), hands it to the agent's function and returns once the agent
+finished with it (asked for the next record); what the agent yielded for it is in
+``results[offset]``. An exception the agent raised for the record is raised by ``put``. Tables,
+sends and ``group_by`` need a worker: run the app on the memory driver for those
+(``driver="memory"``, ``async with app.running()``).
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..runtime.progress import Batch, Event, Subscriber
+from ..streams.stream import Stream, current_event
+from ..transport.base import TP, Message
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+
+class AgentTestContext:
+    def __init__(self, agent: "Agent") -> None:
+        self.agent = agent
+        self.results: dict[int, Any] = {}
+        self._offset = 0
+        self._task: asyncio.Task | None = None
+        self._failure: BaseException | None = None
+        self._subscriber = Subscriber(f"{agent.name}:test-context", 1)
+        self._stream = Stream(self._subscriber, topic=agent.topic)
+
+    async def __aenter__(self) -> "AgentTestContext":
+        self._task = asyncio.create_task(self._run(), name=f"test-context:{self.agent.name}")
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        try:
+            if self.agent.is_generator:
+                async for output in self.agent.fun(self._stream):
+                    event = current_event()
+                    if event is not None:
+                        self.results[event.offset] = output
+            else:
+                await self.agent.fun(self._stream)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # put() raises it
+            self._failure = exc
+
+    async def put(self, value: Any = None, key: Any = None, *, headers: Any = None, partition: int = 0,
+                  timestamp: float | None = None, timeout: float = 10.0) -> Event:
+        """Hand one record to the agent; returns its Event once the agent is done with it."""
+        if self._failure is not None:
+            raise self._failure
+        topic = self.agent.topic
+        key_bytes, value_bytes = topic.key_codec.encode(key), topic.value_codec.encode(value)
+        stamp = round((time.time() if timestamp is None else timestamp) * 1000)
+        message = Message(topic.name, partition, self._offset, key_bytes, value_bytes, list(headers or []), stamp)
+        self._offset += 1
+        event = Event(topic.key_codec.decode(key_bytes), topic.value_codec.decode(value_bytes), message)
+        batch = Batch(TP(topic.name, partition), [event])
+        await self._subscriber.put(batch)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while batch.acked < 1:
+            if self._failure is not None:
+                raise self._failure
+            assert self._task is not None
+            if self._task.done():
+                raise RuntimeError(f"agent {self.agent.name} returned before finishing the record")
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"agent {self.agent.name} did not finish the record within {timeout}s")
+            await asyncio.sleep(0.001)
+        return event
