@@ -26,6 +26,29 @@ def committed_total(broker, group, topic, partitions):
     return sum(tp.offset for tp in tps if tp.offset >= 0)
 
 
+def restored_state(broker, changelog, group, source, partitions):
+    """What a worker restoring ``changelog`` now holds (latest value per key, decoded as ints):
+    each checkpoint block applied only if ``group``'s committed offsets on ``source`` reached its
+    mark, as tables/marks.py restores it."""
+    from streamkit.tables.marks import MarkedBlocks, committed_covers
+    from streamkit.testing import read_topic
+    from streamkit.transport.base import Message
+
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = {tp.partition: tp.offset for tp in consumer.committed(
+            [TopicPartition(source, p) for p in range(partitions)], timeout=10)}
+    finally:
+        consumer.close()
+    state: dict[bytes, bytes | None] = {}
+    blocks = {p: MarkedBlocks(committed_covers({source: committed[p] if committed[p] >= 0 else None}), marked=False)
+              for p in range(partitions)}
+    for m in read_topic(broker, changelog, timeout=60, idle=2.0):
+        blocks[m.partition()].feed(Message(m.topic(), m.partition(), m.offset(), m.key(), m.value(),
+                                           list(m.headers() or []), None), state)
+    return {k.decode(): int(v) for k, v in state.items() if v is not None}
+
+
 def word_counter(app, topic="words", *, partitions=None, value_type=str):
     """The guide's counting app declared on ``app`` as users write it (no partitions= on the
     table): records keyed by the word, ``counts[word] += 1``. Returns (topic, table, keys seen)."""

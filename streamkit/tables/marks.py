@@ -47,9 +47,11 @@ def mark_offsets(raw: bytes | None) -> dict[str, int]:
 
 def committed_covers(committed: dict[str, int | None]) -> Accept:
     """An ``Accept`` for a restore: each of the mark's offsets is at or below the committed one
-    (a topic the group never committed counts as 0; one the mark does not name is not asked)."""
+    (None: the group never committed that input, so 0). An input the mark names that is not in
+    ``committed`` is not read by this app any more: nothing would process its records again, so
+    it does not hold the block back."""
     def accept(offsets: dict[str, int]) -> bool:
-        return all(offset <= (committed.get(topic) or 0) for topic, offset in offsets.items())
+        return all(offset <= (committed[topic] or 0) for topic, offset in offsets.items() if topic in committed)
     return accept
 
 
