@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import StoreWriteFailed
 from ..runtime.dead_letters import dead_letter_headers
-from ..transport.base import TP, Message, Producer, delivery_position
+from ..transport.base import TP, Message, Producer, delivery_position, retry_while_unreachable
 from .marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers, mark_offsets, mark_value
 from .recovery import RecoveryProgress, Tailer, replay
 from .stores import MemoryStore, Store, open_store
@@ -251,7 +251,8 @@ class TableManager:
             return {}
         inputs = [tp for tp in self._assigned
                   if any(self._sources(t, c.partition, {tp: 0}) for c, t in marked.items())]
-        committed = await consumer.committed(inputs) if inputs else {}
+        committed = await retry_while_unreachable(lambda: consumer.committed(inputs),
+                                                  "reading committed offsets for table recovery") if inputs else {}
         blocks = {}
         for tp, table in marked.items():
             accept = committed_covers({s.topic: o for s, o in committed.items() if s.partition == tp.partition})
