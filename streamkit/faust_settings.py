@@ -143,6 +143,90 @@ REFUSED: dict[str, str] = {
 }
 
 
+FAUST_ENV: dict[str, str] = {  # Faust's environment variable -> its setting (Faust reads them over App(...) keywords)
+    "AEROSPIKE_RETRIES_ON_EXCEPTION": "aerospike_retries_on_exception",
+    "AEROSPIKE_SLEEP_SECONDS_BETWEEN_RETRIES_ON_EXCEPTION": "aerospike_sleep_seconds_between_retries_on_exception",
+    "AGENT_SUPERVISOR": "agent_supervisor", "APP_DATADIR": "datadir", "APP_DEBUG": "debug",
+    "APP_ENV_PREFIX": "env_prefix", "APP_ID_FORMAT": "id_format", "APP_KEY_SERIALIZER": "key_serializer",
+    "APP_REPLY_CREATE_TOPIC": "reply_create_topic", "APP_REPLY_EXPIRES": "reply_expires",
+    "APP_REPLY_TO_PREFIX": "reply_to_prefix", "APP_STORE": "store", "APP_TABLEDIR": "tabledir",
+    "APP_VALUE_SERIALIZER": "value_serializer", "APP_VERSION": "version", "APP_WEB_ENABLED": "web_enabled",
+    "APP_WEB_GRAPH_ENABLED": "web_graph_enabled", "APP_WEB_METRICS_ENABLED": "web_metrics_enabled",
+    "APP_WEB_ROUTER_ENABLED": "web_router_enabled", "APP_WEB_STATS_ENABLED": "web_stats_enabled",
+    "APP_WEB_TABLES_ENABLED": "web_tables_enabled", "BLOCKING_TIMEOUT": "blocking_timeout",
+    "BROKER_API_VERSION": "broker_api_version", "BROKER_CHECK_CRCS": "broker_check_crcs",
+    "BROKER_CLIENT_ID": "broker_client_id", "BROKER_COMMIT_EVERY": "broker_commit_every",
+    "BROKER_COMMIT_INTERVAL": "broker_commit_interval",
+    "BROKER_COMMIT_LIVELOCK_SOFT_TIMEOUT": "broker_commit_livelock_soft_timeout",
+    "BROKER_CONSUMER_URL": "broker_consumer", "BROKER_CREDENTIALS": "broker_credentials",
+    "BROKER_HEARTBEAT_INTERVAL": "broker_heartbeat_interval",
+    "BROKER_MAX_POLL_INTERVAL": "broker_max_poll_interval", "BROKER_MAX_POLL_RECORDS": "broker_max_poll_records",
+    "BROKER_PRODUCER_URL": "broker_producer", "BROKER_REBALANCE_TIMEOUT": "broker_rebalance_timeout",
+    "BROKER_REQUEST_TIMEOUT": "broker_request_timeout", "BROKER_SESSION_TIMEOUT": "broker_session_timeout",
+    "BROKER_URL": "broker", "CACHE_URL": "cache", "CONSUMER_API_VERSION": "consumer_api_version",
+    "CONSUMER_AUTO_OFFSET_RESET": "consumer_auto_offset_reset",
+    "CONSUMER_CONNECTIONS_MAX_IDLE_MS": "consumer_connections_max_idle_ms",
+    "CONSUMER_GROUP_INSTANCE_ID": "consumer_group_instance_id",
+    "CONSUMER_MAX_FETCH_SIZE": "consumer_max_fetch_size",
+    "CONSUMER_METADATA_MAX_AGE_MS": "consumer_metadata_max_age_ms",
+    "CRASH_APP_ON_AEROSPIKE_EXCEPTION": "crash_app_on_aerospike_exception",
+    "CYTHON_OPTIMIZATIONS": "cython_optimizations", "NODE_CANONICAL_URL": "canonical_url",
+    "PROCESSING_GUARANTEE": "processing_guarantee", "PRODUCER_ACKS": "producer_acks",
+    "PRODUCER_API_VERSION": "producer_api_version", "PRODUCER_COMPRESSION_TYPE": "producer_compression_type",
+    "PRODUCER_CONNECTIONS_MAX_IDLE_MS": "producer_connections_max_idle_ms", "PRODUCER_LINGER": "producer_linger",
+    "PRODUCER_LINGER_MS": "producer_linger_ms", "PRODUCER_MAX_BATCH_SIZE": "producer_max_batch_size",
+    "PRODUCER_MAX_REQUEST_SIZE": "producer_max_request_size",
+    "PRODUCER_METADATA_MAX_AGE_MS": "producer_metadata_max_age_ms",
+    "PRODUCER_REQUEST_TIMEOUT": "producer_request_timeout", "PRODUCER_THREADED": "producer_threaded",
+    "RECOVERY_CONSISTENCY_CHECK": "recovery_consistency_check", "STORE_CHECK_EXISTS": "store_check_exists",
+    "STREAM_BUFFER_MAXSIZE": "stream_buffer_maxsize", "STREAM_PROCESSING_TIMEOUT": "stream_processing_timeout",
+    "STREAM_RECOVERY_DELAY": "stream_recovery_delay", "STREAM_WAIT_EMPTY": "stream_wait_empty",
+    "TABLE_CLEANUP_INTERVAL": "table_cleanup_interval", "TABLE_KEY_INDEX_SIZE": "table_key_index_size",
+    "TABLE_STANDBY_REPLICAS": "table_standby_replicas", "TIMEZONE": "timezone",
+    "TOPIC_ALLOW_DECLARE": "topic_allow_declare", "TOPIC_DISABLE_LEADER": "topic_disable_leader",
+    "TOPIC_PARTITIONS": "topic_partitions", "TOPIC_REPLICATION_FACTOR": "topic_replication_factor",
+    "WEB_BIND": "web_bind", "WEB_HOST": "web_host", "WEB_PORT": "web_port",
+    "WORKER_REDIRECT_STDOUTS": "worker_redirect_stdouts",
+    "WORKER_REDIRECT_STDOUTS_LEVEL": "worker_redirect_stdouts_level",
+}
+
+
+def from_faust_environment(environ: dict[str, str], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with Faust's environment variables applied over them, as Faust does (``BROKER_URL``,
+    ``APP_DATADIR``, ``WEB_PORT``, ...); each value is parsed (int, float, true/false, none) and
+    then goes through ``translate`` like a keyword. Each one applied is logged."""
+    out = dict(values)
+    for env, name in FAUST_ENV.items():
+        raw = environ.get(env)
+        if raw is None:
+            continue
+        try:
+            translated = translate(name, _parse_env(raw))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"environment variable {env}={raw!r}: {exc}") from None
+        out.pop(name, None)  # over the keyword, whichever name it was given by
+        if translated is not None:
+            out[translated[0]] = translated[1]
+        log.info("Faust environment variable %s applied (%s)", env, translated[0] if translated else "accepted")
+    return out
+
+
+def _parse_env(raw: str) -> Any:
+    lowered = raw.strip().lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    if lowered in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
 def translate(name: str, value: Any) -> tuple[str, Any] | None:
     """A Faust setting as ``(streamkit name, value)``, None when it is accepted with nothing to
     set (its value is what streamkit does), or ConfigurationError saying what to do instead."""

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any, get_type_hints
 
 from .errors import ConfigurationError
-from .faust_settings import is_faust_name, translate
+from .faust_settings import from_faust_environment, is_faust_name, translate
 
 class Secret:
     """A password or token: ``repr``, ``str``, ``dataclasses.asdict`` and f-strings show
@@ -363,7 +363,7 @@ class Settings:
         """Build settings from code values, then apply ``STREAMKIT_*`` overrides."""
         environ = dict(os.environ if environ is None else environ)
         hints = get_type_hints(cls)
-        values = _from_faust_names(values)
+        values = _from_faust_names(from_faust_environment(environ, values))
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise ConfigurationError("unknown setting(s): " + ", ".join(f"{name!r}{_did_you_mean(name)}"

@@ -170,3 +170,13 @@ async def test_logging_config_and_loghandlers_apply_when_the_worker_starts():
     finally:
         logging.getLogger().removeHandler(handler)
     assert any(r.getMessage() == "through the configured logger" for r in records)
+
+
+def test_faust_environment_variables_apply_over_keywords_and_streamkit_s_over_them():
+    environ = {"BROKER_URL": "kafka://broker-a:9093", "APP_DATADIR": "/srv/data", "BROKER_COMMIT_INTERVAL": "2.5",
+               "WEB_PORT": "7000", "STREAMKIT_WEB_PORT": "7001", "STREAM_WAIT_EMPTY": "true"}
+    conf = Settings.from_env(environ, data_dir="/code/default", commit_interval=9.0)
+    assert (conf.bootstrap_servers, conf.data_dir, conf.commit_interval, conf.web_port) == (
+        "broker-a:9093", "/srv/data", 2.5, 7001)
+    with pytest.raises(ConfigurationError, match="environment variable APP_DEBUG='true': debug=True is not supported"):
+        Settings.from_env({"APP_DEBUG": "true"})
