@@ -247,7 +247,9 @@ class AiokafkaAdmin(Admin):
             if topic.get("error_code", 0) != 0 or not topic.get("partitions"):
                 continue
             parts = topic["partitions"]
-            out[topic["topic"]] = TopicInfo(topic["topic"], len(parts), len(parts[0].get("replica_nodes", [])))
+            first = parts[0]  # aiokafka's metadata names them "replicas" (newer schemas: "replica_nodes")
+            replicas = first.get("replicas", first.get("replica_nodes", []))
+            out[topic["topic"]] = TopicInfo(topic["topic"], len(parts), len(replicas))
         return out
 
 

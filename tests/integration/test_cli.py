@@ -40,8 +40,9 @@ def test_topics_create_list_describe_send_and_agents(broker_address, unique):
         assert created.returncode == 0, created.stderr
     listed = cli("topics", "list", "--broker", broker_address)
     assert f"{name}-aiokafka\tpartitions=3" in listed.stdout and f"{name}-confluent\tpartitions=3" in listed.stdout
-    described = cli("topics", "describe", f"{name}-aiokafka", "--broker", broker_address)
-    assert "partitions=3" in described.stdout
+    for driver in ("aiokafka", "confluent"):  # both report the replication factor (aiokafka said 0)
+        described = cli("topics", "describe", f"{name}-aiokafka", "--broker", broker_address, "--driver", driver)
+        assert "partitions=3\treplicas=1" in described.stdout, (driver, described.stdout, described.stderr)
     missing = cli("topics", "describe", f"nope-{unique}", "--broker", broker_address)
     assert missing.returncode != 0 and "does not exist" in missing.stderr
 
