@@ -147,7 +147,15 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
 
 def _typed_value(topic: Any, decoded: Any) -> Any:
     """``--value`` built into the topic's value type; a value that does not fit is a one-line error."""
-    if topic.value_type is None or topic.value_codec.name not in ("json", "pydantic"):
+    codec = topic.value_codec
+    if codec.name == "raw" and isinstance(decoded, str):
+        return decoded.encode()  # a bytes topic: the JSON string's UTF-8 bytes
+    if topic.value_type is None or codec.name not in ("json", "pydantic"):
+        try:
+            codec.encode(decoded)
+        except Exception as exc:
+            raise click.ClickException(f"--value {decoded!r} cannot go to {topic.name!r} ({codec.name} values): {exc}; "
+                                       "pass a JSON string (--value '\"text\"') for str and bytes topics") from None
         return decoded
     try:
         return topic.value_codec.decode(orjson.dumps(decoded))

@@ -21,6 +21,7 @@ class Order(sk.Record):
 
 app = sk.App("cli-errors", broker="kafka://127.0.0.1:1", broker_connect_timeout=1.0)
 orders = app.topic("orders", value_type=Order)
+blobs = app.topic("blobs", value_type=bytes)
 '''
 
 
@@ -48,6 +49,19 @@ def invoke(*args):
 def test_send_refuses_a_value_before_connecting(app_module, value, expected):
     out = invoke("send", "-A", app_module, "orders", "--value", value)
     assert expected in out and "cannot reach" not in out, out
+
+
+@pytest.mark.parametrize("topic, value, expected", [
+    ("blobs", "42", "--value 42 cannot go to 'blobs' (raw values): raw codec needs bytes, got int; pass a JSON string"),
+])
+def test_send_of_a_value_a_bytes_or_str_topic_cannot_take_is_one_line(app_module, topic, value, expected):
+    out = invoke("send", "-A", app_module, topic, "--value", value)
+    assert expected in out and "cannot reach" not in out, out
+
+
+def test_send_of_a_json_string_to_a_bytes_topic_sends_its_bytes(app_module):
+    out = invoke("send", "-A", app_module, "blobs", "--value", '"hello"')
+    assert "cannot reach the Kafka broker" in out  # the value passed; only the (absent) broker stopped it
 
 
 def test_topics_create_with_a_malformed_config_pair(app_module):
