@@ -97,6 +97,13 @@ class App:
         self.topics[name] = topic
         return topic
 
+    def channel(self, *, name: str | None = None, key_type: Any = None, value_type: Any = None,
+                maxsize: int | None = None) -> Any:
+        """Faust's in-process channel: an agent input that never goes through Kafka (channels.py)."""
+        from .channels import Channel
+
+        return Channel(self, name=name, key_type=key_type, value_type=value_type, maxsize=maxsize)
+
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
               sink: Iterable[Any] | None = None, _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
@@ -234,7 +241,8 @@ class App:
         the changelogs of tables whose partition count is settled (see ``resolve_tables``)."""
         topics = dict(self.topics)
         for agent in self.agents.values():
-            topics.setdefault(agent.topic.name, agent.topic)
+            if not getattr(agent.topic, "is_channel", False):  # a channel stays in process
+                topics.setdefault(agent.topic.name, agent.topic)
         for table in self.tables.values():
             if table.resolved:
                 topics[table.changelog.name] = table.changelog

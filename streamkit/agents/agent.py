@@ -72,7 +72,10 @@ class Agent:
 
     def start(self, runtime: "Runtime") -> None:
         self._runtime = runtime
-        subscriber = self._subscriber(self.topic)
+        if getattr(self.topic, "is_channel", False):  # app.channel(): fed in process, no offsets
+            subscriber = self.topic.subscriber(self.name)  # type: ignore[attr-defined]
+        else:
+            subscriber = self._subscriber(self.topic)
         for i in range(self.concurrency):
             stream = Stream(subscriber, topic=self.topic, owner=self)
             self._tasks.append(asyncio.create_task(self._supervise(stream), name=f"agent:{self.name}:{i}"))
@@ -162,6 +165,9 @@ class Agent:
 
     async def ask(self, value: Any = None, *, key: Any = None, timeout: float = 30.0, reply_type: Any = None) -> Any:
         """Send a request and wait for the value the agent yields while processing it."""
+        if getattr(self.topic, "is_channel", False):
+            raise NotImplementedError(f"agent {self.name} reads a channel: ask() needs a topic (the request names "
+                                      "the reply topic); declare the agent on app.topic(...)")
         return await self.app.replies.ask(self.topic, key, value, timeout=timeout, reply_type=reply_type)
 
     async def join(self, values: Iterable[Any], key: Any = None, *, timeout: float = 30.0) -> list[Any]:

@@ -3,8 +3,8 @@
 A key's records less than ``gap`` apart (event time) form one session ``[first, last]``; a record
 that falls within ``gap`` of two sessions merges them (Kafka Streams' SessionWindows). Merging
 two sessions' values needs a function: ``merge=`` (default ``+``, right for counts, sums and
-lists; ``operator.or_`` for sets). A session closes when its partition's stream time reaches
-``end + gap + grace``: a later record can no longer extend it. Then its final value is emitted
+lists; ``operator.or_`` for sets). A session closes once its partition's stream time passes
+``end + gap + grace``: a record at ``end + gap`` still extends it, a later one no longer can. Then its final value is emitted
 like any window's (``on_window_close``, ``.final(topic)``) and the session is deleted, or kept
 ``expires`` longer. A record whose session would already be closed is late: counted, dropped.
 
@@ -102,7 +102,7 @@ class SessionTable(WindowedTable):
     def _track_session(self, state: _PartitionSessions, key_bytes: bytes) -> None:
         user, start, end = split_session_key(key_bytes)
         window = self.window
-        close_at = end + window.gap + window.grace
+        close_at = end + window.gap + window.grace + 1  # a record at end + gap still extends it
         if state.stream_time is None or close_at > state.stream_time:
             state.close_at(close_at, key_bytes)
             state.open.setdefault(user, {})[(start, end)] = key_bytes
@@ -110,7 +110,7 @@ class SessionTable(WindowedTable):
 
     def _untrack(self, state: _PartitionSessions, user: bytes, start: int, end: int, key_bytes: bytes) -> None:
         window = self.window
-        close_at = end + window.gap + window.grace
+        close_at = end + window.gap + window.grace + 1  # a record at end + gap still extends it
         state.closing_at.get(close_at, set()).discard(key_bytes)
         state.expiring_at.get(close_at + window.expires, set()).discard(key_bytes)
         state.open.get(user, {}).pop((start, end), None)
@@ -126,7 +126,7 @@ class SessionTable(WindowedTable):
         touching = sorted(span for span in sessions if span[0] - window.gap <= ts <= span[1] + window.gap)
         start = min([ts, *(s for s, _ in touching)])
         end = max([ts, *(e for _, e in touching)])
-        if end + window.gap + window.grace <= now:
+        if end + window.gap + window.grace < now:
             self._late(state, ts, now, [(start, end)])
             self._close_due(state, now)
             return

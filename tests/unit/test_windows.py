@@ -373,7 +373,7 @@ def session_truth(records, gap, grace):
             last = ts
             count += 1
         truth[(key, first, last)] = count
-    return {w: n for w, n in truth.items() if w[2] + gap + grace <= high}
+    return {w: n for w, n in truth.items() if w[2] + gap + grace < high}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -503,30 +503,33 @@ async def test_sliding_windows_match_a_batch_recomputation(records, size, grace)
 def session_simulation(records, gap, grace):
     """Sessions record by record, the plain way (a list per key, scanned in full): a record joins
     or bridges the open sessions within gap of it; it is late when the session it would make
-    ends at or before the stream time minus gap minus grace; a session closes once the stream
-    time reaches its end + gap + grace. Returns the closed sessions' counts and the late count."""
+    ends before the stream time minus gap minus grace; a session closes once the stream time
+    passes its end + gap + grace (a record at end + gap still extends it). Returns the closed
+    sessions' counts and the late count."""
     high, late = None, 0
     sessions: dict[str, list[list[int]]] = {}  # key -> [start, end, count, closed]
     for key, ts in records:
         high = ts if high is None else max(high, ts)
         for spans in sessions.values():
             for span in spans:
-                span[3] = span[3] or span[1] + gap + grace <= high
+                span[3] = span[3] or span[1] + gap + grace < high
         spans = sessions.setdefault(key, [])
         touching = [s for s in spans if not s[3] and s[0] - gap <= ts <= s[1] + gap]
         start, end = min([ts, *(s[0] for s in touching)]), max([ts, *(s[1] for s in touching)])
-        if end + gap + grace <= high:
+        if end + gap + grace < high:
             late += 1
             continue
         for s in touching:
             spans.remove(s)
         spans.append([start, end, 1 + sum(s[2] for s in touching), False])
-    closed = {(key, s[0], s[1]): s[2] for key, spans in sessions.items() for s in spans if s[1] + gap + grace <= high}
+    closed = {(key, s[0], s[1]): s[2] for key, spans in sessions.items() for s in spans if s[1] + gap + grace < high}
     return closed, late
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(records=[("a", 10), ("a", 30), ("a", 12), ("a", 0)], gap=3, grace=2)  # 12 joins; 0 is late
+@example(records=[("a", 0), ("a", 5)], gap=5, grace=0)  # at end + gap: extends, whatever moved the stream time
+@example(records=[("a", 0), ("b", 5), ("a", 5)], gap=5, grace=0)
 @given(records=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 50)), min_size=1, max_size=25),
        gap=st.sampled_from([1, 3, 5]), grace=st.sampled_from([0, 2, 10]))
 async def test_sessions_with_late_records_match_a_record_by_record_simulation(records, gap, grace):
