@@ -39,6 +39,7 @@ class App:
         self.timers: list[Timer] = []
         self.tables: dict[str, Any] = {}
         self.pages: list[tuple[str, Any]] = []
+        self.commands: dict[str, Any] = {}  # @app.command: click commands (cli/app_commands.py)
         self.replies = Replies(self)
         self.background = Background()  # @app.task, @app.service
         # Faust's signals: @app.on_partitions_assigned.connect async def fn(app, assigned): ...
@@ -96,6 +97,13 @@ class App:
                       config=config, key_serializer=key_serializer, value_serializer=value_serializer, internal=internal)
         self.topics[name] = topic
         return topic
+
+    def command(self, *options: Any, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Faust's ``@app.command(option(...))``: ``async def fn(self, **options)`` as a CLI command
+        of this app (``python app.py fn``, ``streamkit -A app fn``; cli/app_commands.py)."""
+        from .cli.app_commands import declare
+
+        return declare(self, options, name)
 
     def channel(self, *, name: str | None = None, key_type: Any = None, value_type: Any = None,
                 maxsize: int | None = None) -> Any:

@@ -1,1 +1,4 @@
-"""cli layer (see DESIGN.md)."""
+"""cli layer (see DESIGN.md). ``option``/``argument`` for ``@app.command`` (Faust's ``faust.cli.option``)."""
+from .app_commands import argument, option
+
+__all__ = ["option", "argument"]

@@ -13,6 +13,7 @@ import orjson
 
 from ..errors import BrokerUnavailable, ConfigurationError
 from ..version import __version__
+from .app_commands import CommandsOfTheApp
 
 
 def load_app(spec: str) -> Any:
@@ -43,7 +44,7 @@ def setup_logging(level: str) -> None:
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
-@click.group()
+@click.group(cls=CommandsOfTheApp)
 @click.version_option(__version__, prog_name="streamkit")
 @click.option("-A", "--app", "app_spec", default=None,
               help="The app, as module:attribute (here, as Faust takes it, or after the command).")
@@ -73,7 +74,7 @@ def run_app_main(app: Any, argv: list[str] | None = None) -> None:
         raise click.ClickException("app.main() needs the app as a module-level variable of the script it runs")
     spec = f"__main__:{names[0]}"
     cli.main(args=argv if argv is not None else sys.argv[1:], prog_name=os.path.basename(sys.argv[0]),
-             default_map=_app_defaults(cli, spec))
+             default_map=_app_defaults(cli, spec), obj={"streamkit.app_spec": spec})
 
 
 @cli.command()
