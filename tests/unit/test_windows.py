@@ -357,6 +357,18 @@ async def test_a_record_that_bridges_two_open_sessions_merges_them():
         assert closed == [(("a", (1000.0, 1010.0)), 4)]
 
 
+async def run_sessions(records, gap, grace):
+    """Records ``(key, seconds after 1000)`` through a session table: the sessions it emitted,
+    ``{(key, start, end): count}`` in seconds after 1000, and its late-record count."""
+    app, clicks, views, seen, closed = windowed_app(f"wins-{uuid.uuid4().hex[:6]}",
+                                                    lambda t: t.session(gap, grace=grace))
+    async with app.running():
+        await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in records])
+        await app.runtime.checkpoint.commit()
+        emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
+        return emitted, views.late_records
+
+
 def session_truth(records, gap, grace):
     """Sessions over the whole input at once: each key's timestamps sorted and cut where two
     neighbours are more than ``gap`` apart; those that must have closed by the end."""
@@ -386,14 +398,9 @@ async def test_sessions_match_a_batch_recomputation_when_disorder_stays_within_g
     grace = 5
     arrival = [r for _, r in sorted(zip([ts + j for (_, ts), j in zip(records, jitter)], records),
                                     key=lambda pair: pair[0])]
-    app, clicks, views, seen, closed = windowed_app(f"wins-{uuid.uuid4().hex[:6]}",
-                                                    lambda t: t.session(gap, grace=grace))
-    async with app.running():
-        await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in arrival])
-        await app.runtime.checkpoint.commit()
-        emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
-        assert emitted == session_truth(arrival, gap, grace)
-        assert views.late_records == 0
+    emitted, late = await run_sessions(arrival, gap, grace)
+    assert emitted == session_truth(arrival, gap, grace)
+    assert late == 0
 
 
 # -- sliding windows ----------------------------------------------------------------------------
@@ -535,15 +542,8 @@ def session_simulation(records, gap, grace):
 async def test_sessions_with_late_records_match_a_record_by_record_simulation(records, gap, grace):
     """Any disorder, so records come late too: the indexed sessions (open ones per key, close
     times in a heap) agree with a plain scan of every session on every record."""
-    app, clicks, views, seen, closed = windowed_app(f"winsl-{uuid.uuid4().hex[:6]}",
-                                                    lambda t: t.session(gap, grace=grace))
-    async with app.running():
-        await counted(app, clicks, seen, [(key, 1000 + ts) for key, ts in records])
-        await app.runtime.checkpoint.commit()
-        emitted = {(k, round(v["start"]) - 1000, round(v["end"]) - 1000): v["value"] for k, v in final_records(app)}
-        truth, late = session_simulation(records, gap, grace)
-        assert emitted == truth
-        assert views.late_records == late
+    emitted, late = await run_sessions(records, gap, grace)
+    assert (emitted, late) == session_simulation(records, gap, grace)
 
 
 async def test_on_window_close_may_send_even_under_exactly_once():
