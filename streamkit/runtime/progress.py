@@ -24,7 +24,7 @@ class Event:
     Built once per record on the hot path, so where-from fields are read through from the
     message instead of copied."""
 
-    __slots__ = ("key", "value", "message")
+    __slots__ = ("key", "value", "message", "stream")  # stream: set by noack() streams only (Faust's event.ack())
 
     def __init__(self, key: Any, value: Any, message: Any) -> None:
         self.key = key
@@ -50,6 +50,14 @@ class Event:
     @property
     def timestamp(self) -> int | None:
         return self.message.timestamp
+
+    def ack(self) -> bool:
+        """Faust's ``event.ack()`` on a ``stream.noack()`` stream: this record is processed."""
+        stream = getattr(self, "stream", None)
+        if stream is None:
+            raise RuntimeError("event.ack() is for events of a stream.noack() stream; others are acked when the "
+                               "agent asks for the next record")
+        return stream.ack(self)
 
     def header(self, name: str) -> bytes | None:
         for key, value in self.headers:

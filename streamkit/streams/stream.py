@@ -113,6 +113,7 @@ class Stream(Chainable):
         self._held: list[Held] = []
         self._replay: list[Held] = []
         self._hold = False
+        self._noack = False  # noack(): records wait for stream.ack(event) / event.ack()
         self.current_event: Event | None = None
         subscriber.cursors.append(self)
 
@@ -164,6 +165,8 @@ class Stream(Chainable):
         self._batch, self._idx = batch, idx
         self._held.append((batch, idx))
         event = self.current_event = batch.events[idx]
+        if self._noack:
+            event.stream = self  # event.ack()
         _current_event.set(event)
         return event
 
@@ -243,7 +246,7 @@ class Stream(Chainable):
     def noack(self) -> "Stream":
         """Faust's manual acks: from now on a record counts as processed only when
         ``stream.ack(event)`` is called for it (checkpoints never commit past one that was not)."""
-        self._hold = True
+        self._hold = self._noack = True
         return self
 
     def ack(self, event: Event) -> bool:

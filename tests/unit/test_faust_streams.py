@@ -99,10 +99,11 @@ async def test_noack_holds_the_checkpoint_until_each_record_is_acked():
         stream = taken[0][0]
         assert stream.ack(taken[1][1])  # out of order: the first still holds the offset back
         assert (await app.runtime.checkpoint.commit()).get(tp, 0) == 0
-        assert stream.ack(taken[0][1])
+        assert taken[0][1].ack()  # Faust's event.ack()
         assert (await app.runtime.checkpoint.commit())[tp] == 2
         assert stream.ack(taken[2][1])
         assert (await app.runtime.checkpoint.commit())[tp] == 3
+        assert not stream.ack(taken[2][1])  # not held any more
 
 
 async def test_join_and_map_ask_the_agent_about_each_value():
@@ -119,6 +120,14 @@ async def test_join_and_map_ask_the_agent_about_each_value():
         assert await square.kvjoin([("a", 4), ("b", 5)], timeout=10) == [16, 25]
         assert sorted([r async for r in square.map([6, 7], timeout=10)]) == [36, 49]
         assert sorted([r async for r in square.kvmap([("a", 8)], timeout=10)]) == [64]
+
+
+def test_event_ack_outside_a_noack_stream_says_what_it_is_for():
+    from streamkit.runtime.progress import Event
+    from streamkit.transport.base import Message
+
+    with pytest.raises(RuntimeError, match="stream.noack\\(\\) stream"):
+        Event("k", 1, Message("t", 0, 0, b"k", b"1", [], None)).ack()
 
 
 def test_tee_and_combine_are_refused_with_what_to_do():
