@@ -63,12 +63,17 @@ class Checkpoint:
         self.rollbacks = 0  # checkpoints undone because a delivery (or transaction) failed
         self.participants: list[Any] = []  # table managers: prepare/send/apply/abort/discard
 
-    def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True) -> dict[TP, int]:
+    def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True,
+                          processed: dict[TP, int] | None = None) -> dict[TP, int]:
         """Step 1: contiguous progress per partition (by default only where it moved since the
-        last commit; a fire-and-forget commit may have been lost, so revoke and stop re-send all)."""
+        last commit; a fire-and-forget commit may have been lost, so revoke and stop re-send all).
+        ``processed``: every partition's progress, already taken in this tick."""
         for tp in self.consumer.take_failed_commits():  # a lost fire-and-forget commit: send it again
             self.committed.pop(tp, None)
-        processed = self.processed(tps)
+        if processed is None:
+            processed = self.processed(tps)
+        elif tps is not None:
+            processed = {tp: processed[tp] for tp in tps if tp in processed}
         return {tp: offset for tp, offset in processed.items() if not changed_only or self.committed.get(tp) != offset}
 
     def processed(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
@@ -118,10 +123,10 @@ class Checkpoint:
             barrier.close()
             if self.participants:  # tables: their changes should be exactly those of the records below the marks
                 await self._quiesce(ALO_QUIESCE_LIMIT)
-            offsets = self.offsets_to_commit(tps, changed_only=not wait)
+            processed = self.processed()  # once: the offsets and the marks of this tick
+            offsets = self.offsets_to_commit(tps, changed_only=not wait, processed=processed)
             # Same tick as the offsets: the table changes that go with them (no await between).
-            positions = self.positions()
-            changes = [(p, p.prepare(positions)) for p in self.participants]
+            changes = [(p, p.prepare({**self.released, **processed})) for p in self.participants]
             try:
                 try:
                     sent = [await p.send(c, self._producer_for) for p, c in changes]
@@ -166,7 +171,8 @@ class Checkpoint:
 
     def forget(self, tps: Iterable[TP]) -> None:
         """Released partitions: their last position stays known for the marks of table changes
-        still to be flushed (the final checkpoint of a stopping worker)."""
+        still to be flushed (the final checkpoint of a stopping worker; ``released`` joins the
+        processed offsets in every at-least-once checkpoint's marks)."""
         self.released.update(self.processed(tps))
         for tp in tps:
             self.committed.pop(tp, None)
@@ -175,9 +181,6 @@ class Checkpoint:
         for tp in tps:  # owned again: where it starts now is the committed offset, not where it was
             self.released.pop(tp, None)
 
-    def positions(self) -> dict[TP, int]:
-        """What a checkpoint mark names: the processed offsets, released partitions' included."""
-        return {**self.released, **self.processed()}
 
 
 class ExactlyOnceCheckpoint(Checkpoint):

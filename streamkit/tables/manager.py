@@ -235,11 +235,14 @@ class TableManager:
         (any worker writes them, no input partition goes with them)."""
         return not self.app.conf.exactly_once and not table.is_global
 
+    def _feeds(self, table: Table, number: int, tp: TP) -> bool:
+        """Whether input partition ``tp`` goes with table partition ``number`` (co-partitioned)."""
+        return (tp.partition == number and tp.topic != table.changelog.name
+                and self._partition_count(tp.topic) == table.partitions)
+
     def _sources(self, table: Table, number: int, offsets: dict[TP, int]) -> dict[str, int]:
         """``offsets`` of the input partitions that go with table partition ``number``."""
-        return {tp.topic: offset for tp, offset in offsets.items()
-                if tp.partition == number and tp.topic != table.changelog.name
-                and self._partition_count(tp.topic) == table.partitions}
+        return {tp.topic: offset for tp, offset in offsets.items() if self._feeds(table, number, tp)}
 
     async def _blocks(self, stores: dict[TP, Store]) -> dict[TP, MarkedBlocks]:
         """How a restore judges each at-least-once changelog's blocks: by the group's committed
@@ -250,7 +253,7 @@ class TableManager:
         if not marked or consumer is None:
             return {}
         inputs = [tp for tp in self._assigned
-                  if any(self._sources(t, c.partition, {tp: 0}) for c, t in marked.items())]
+                  if any(self._feeds(t, c.partition, tp) for c, t in marked.items())]
         committed = await retry_while_unreachable(lambda: consumer.committed(inputs),
                                                   "reading committed offsets for table recovery") if inputs else {}
         blocks = {}
