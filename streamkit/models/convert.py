@@ -118,11 +118,15 @@ def _optional(inner: Converter) -> Converter:
 
 
 def _from_model(tp: type) -> Callable[[Any], Any]:
+    from .blessed import KEY, blessed_class  # blessed.py needs ValidationError from here
+
     def conv(value: Any) -> Any:
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
             _fail(f"object for {tp.__name__}", value)
+        if KEY in value:  # a Faust blessed key may name the class (polymorphic Records)
+            return build_model(blessed_class(value, tp) or tp, value)
         return build_model(tp, value)
 
     return conv

@@ -141,10 +141,8 @@ def test_faust_record_class_options_are_honoured_or_refused_with_the_reason():
     assert Order.loads(b'{"id": "a"}') == Order("a")
     refusals = {
         "serializer": ("avro", "Records are JSON"),
-        "namespace": ("shop.Order", "blessed key"),
         "validation": (False, "always validates"),
-        "include_metadata": (True, "include_metadata=False"),
-        "polymorphic_fields": (True, "not supported"),
+        "decimals": (True, "always encoded as strings"),
         "frozn": (True, "unknown class option"),
     }
     for option, (value, reason) in refusals.items():
