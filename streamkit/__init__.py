@@ -11,10 +11,27 @@ from .streams.stream import Stream, current_event
 from .timers import Clock
 from .topics import Topic
 from .version import __version__
+from .channels import Channel
+from .tables.table import GlobalTable, Table
+from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
+
+
+
+def __getattr__(name: str) -> object:
+    """``faust.cli.option`` in a Faust app: the CLI module loads on first use (it needs click)."""
+    if name == "cli":
+        import importlib
+
+        return importlib.import_module(".cli", __name__)
+    raise AttributeError(f"module 'streamkit' has no attribute {name!r}")
+
 
 __all__ = [
     "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
     "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
     "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
     "current_event",
+    # Faust's names (faust_names.py), so ``import streamkit as faust`` finds them
+    "AgentT", "AppT", "Channel", "ChannelT", "EventT", "GlobalTable", "ModelT", "Service", "ServiceT", "StreamT",
+    "Table", "TableT", "TopicT", "uuid",
 ]

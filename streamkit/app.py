@@ -93,6 +93,8 @@ class App:
             key_serializer = self.conf.key_serializer  # Faust's app-wide default
         if value_type is None and value_serializer is None and self.conf.value_serializer != "json" and not internal:
             value_serializer = self.conf.value_serializer
+        if value_type is str and value_serializer is None and self.conf.value_serializer == "json" and not internal:
+            value_serializer = "json"  # Faust's default: a str value is a JSON string (value_serializer="raw": bytes)
         topic = Topic(self, name, key_type=key_type, value_type=value_type, partitions=partitions, replicas=replicas,
                       config=config, key_serializer=key_serializer, value_serializer=value_serializer, internal=internal)
         self.topics[name] = topic
@@ -113,12 +115,17 @@ class App:
         return Channel(self, name=name, key_type=key_type, value_type=value_type, maxsize=maxsize)
 
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
-              sink: Iterable[Any] | None = None, _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
+              sink: Iterable[Any] | None = None, key_type: Any = None, value_type: Any = None,
+              _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
         plain ``def fn(value)`` whose result (unless None) goes to the sinks.
 
-        Without a channel the agent gets its own topic ``<app-id>-<name>``.
+        Without a channel the agent gets its own topic ``<app-id>-<name>``, typed by ``key_type``
+        and ``value_type`` as in Faust (``@app.agent(value_type=str)``).
         """
+        if channel is not None and (key_type is not None or value_type is not None):
+            raise ConfigurationError("@app.agent(channel, key_type=/value_type=): the types belong to the channel; "
+                                     "declare them on app.topic(...) (or leave the channel out)")
         fold = _fold
 
         def decorate(fun: Callable[..., Any]) -> Agent:
@@ -126,7 +133,7 @@ class App:
             if agent_name in self.agents:
                 raise ConfigurationError(f"agent {agent_name!r} is defined twice")
             if channel is None:
-                topic = self.topic(f"{self.id}-{agent_name}")
+                topic = self.topic(f"{self.id}-{agent_name}", key_type=key_type, value_type=value_type)
             elif isinstance(channel, str):
                 topic = self.topic(channel)
             else:
@@ -229,6 +236,17 @@ class App:
         """``@app.service``: a mode ``Service`` (class or instance) started and stopped with the worker."""
         self.background.services.append(service)
         return service
+
+    def finalize(self) -> None:
+        """Faust's ``app.finalize()`` (called by Faust's test fixtures): checks the settings as
+        they stand; streamkit has nothing else to finalize before the worker starts."""
+        self.conf.validate()
+
+    @property
+    def flow_control(self) -> "FlowControl":
+        """Faust's ``app.flow_control``: test fixtures call ``resume()``; records always flow
+        here except while the runtime itself pauses partitions (rebalance, recovery)."""
+        return FlowControl()
 
     def SetTable(self, name: str, *, start_manager: bool = False, **options: Any) -> Any:
         """Faust's SetTable: a table whose values are sets (``table[k].add(v)``, ``.discard(v)``)."""
@@ -468,3 +486,20 @@ def import_app(spec: str) -> App:
     if not isinstance(app, App):
         raise ConfigurationError(f"{spec!r} is not a streamkit App")
     return app
+
+
+class FlowControl:
+    """Faust's flow-control switch, as far as streamkit has one: always on."""
+
+    def resume(self) -> None:
+        """Records already flow; nothing to resume."""
+
+    def is_active(self) -> bool:
+        return True
+
+    def suspend(self) -> None:
+        raise ConfigurationError("app.flow_control.suspend() is not supported: streamkit pauses partitions itself "
+                                 "during rebalances and recovery; to stop consuming, stop the agent or the worker")
+
+    def clear(self) -> None:
+        self.suspend()

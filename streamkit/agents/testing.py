@@ -7,8 +7,12 @@
 Each ``put`` encodes the record with the topic's codecs (so a value that would not survive the
 topic does not pass here either), hands it to the agent's function and returns once the agent
 finished with it (asked for the next record); what the agent yielded for it is in
-``results[offset]``. An exception the agent raised for the record is raised by ``put``. Tables,
-sends and ``group_by`` need a worker: run the app on the memory driver for those
+``results[offset]``. An exception the agent raised for the record is raised by ``put``.
+
+Tables work as in Faust's tests: while no worker serves them, the context gives every table
+every partition in memory (empty at entry, dropped at exit), and a record lands in the
+partition its key hashes to, so the table checks a worker makes (co-partitioning) hold here
+too. Sends and ``group_by`` need a worker: run the app on the memory driver for those
 (``driver="memory"``, ``async with app.running()``).
 """
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..runtime.progress import Batch, Event, Subscriber
 from ..streams.stream import Stream, current_event
 from ..transport.base import TP, Message
+from ..transport.partitioner import partition_for_key
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -34,8 +39,10 @@ class AgentTestContext:
         self._failure: BaseException | None = None
         self._subscriber = Subscriber(f"{agent.name}:test-context", 1)
         self._stream = Stream(self._subscriber, topic=agent.topic)
+        self._served: list[Any] = []  # tables this context serves in memory
 
     async def __aenter__(self) -> "AgentTestContext":
+        self._serve_tables()
         self._task = asyncio.create_task(self._run(), name=f"test-context:{self.agent.name}")
         return self
 
@@ -43,6 +50,18 @@ class AgentTestContext:
         assert self._task is not None
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        for table in self._served:
+            table.local = {}
+        self._served.clear()
+
+    def _serve_tables(self) -> None:
+        for table in self.agent.app.tables.values():
+            if table.serve_in_memory():
+                self._served.append(table)
+
+    def _partitions(self) -> int:
+        topic = self.agent.topic
+        return getattr(topic, "partitions", None) or self.agent.app.conf.topic_partitions
 
     async def _run(self) -> None:
         try:
@@ -58,13 +77,16 @@ class AgentTestContext:
         except BaseException as exc:  # put() raises it
             self._failure = exc
 
-    async def put(self, value: Any = None, key: Any = None, *, headers: Any = None, partition: int = 0,
+    async def put(self, value: Any = None, key: Any = None, *, headers: Any = None, partition: int | None = None,
                   timestamp: float | None = None, timeout: float = 10.0) -> Event:
-        """Hand one record to the agent; returns its Event once the agent is done with it."""
+        """Hand one record to the agent; returns its Event once the agent is done with it. The
+        record's partition is its key's (Kafka's default partitioner) unless given."""
         if self._failure is not None:
             raise self._failure
         topic = self.agent.topic
         key_bytes, value_bytes = topic.key_codec.encode(key), topic.value_codec.encode(value)
+        if partition is None:
+            partition = partition_for_key(key_bytes, self._partitions()) if key_bytes is not None else 0
         stamp = round((time.time() if timestamp is None else timestamp) * 1000)
         message = Message(topic.name, partition, self._offset, key_bytes, value_bytes, list(headers or []), stamp)
         self._offset += 1

@@ -121,7 +121,9 @@ class JsonCodec(Codec):
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise DecodeError(f"invalid JSON: {exc}") from None
+            hint = ("; a str topic's values are JSON strings, as in Faust: declare value_serializer='raw' for "
+                    "plain UTF-8") if self.type is str else ""
+            raise DecodeError(f"invalid JSON: {exc}{hint}") from None
         try:
             if self._convert is None:
                 # untyped: a Faust blessed key names the Record to build, as Faust does

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
 from ..runtime.progress import Batch, Event, Subscriber, processing as _current_event
 
@@ -40,6 +40,9 @@ async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
 def current_event() -> Event | None:
     """The record the calling agent is processing (its key, headers, offset...)."""
     return _current_event.get()
+
+
+T = TypeVar("T")
 
 
 class Chainable:
@@ -98,8 +101,9 @@ class Chainable:
         return self._derive(run())
 
 
-class Stream(Chainable):
-    """Async-iterable over decoded values; one per agent instance, sharing a Subscriber."""
+class Stream(Chainable, Generic[T]):
+    """Async-iterable over decoded values; one per agent instance, sharing a Subscriber.
+    ``Stream[Order]`` annotates an agent's argument, as Faust's ``StreamT[Order]``."""
 
     def __init__(self, subscriber: Subscriber, *, topic: "Topic | None" = None, owner: Any = None) -> None:
         self.subscriber = subscriber

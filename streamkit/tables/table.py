@@ -12,7 +12,7 @@ from ..codecs import codec_for
 from ..errors import ConfigurationError, StreamkitError
 from ..streams.stream import current_event
 from ..transport.partitioner import partition_for_key
-from .stores import Store
+from .stores import MemoryStore, Store
 from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
 if TYPE_CHECKING:
@@ -149,6 +149,17 @@ class Table:
         part = self.local.get(number)
         if part is not None:
             part.forget_writes()
+
+    def serve_in_memory(self) -> bool:
+        """Serve every partition from an empty memory store, unless a worker serves the table:
+        for ``agent.test_context()``, which drops them again (``local = {}``)."""
+        if self.local:
+            return False
+        for number in range(self.partitions):
+            part = TablePartition(number, MemoryStore())
+            part.ready = True
+            self.local[number] = part
+        return True
 
     # -- placement ------------------------------------------------------------------------------
 

@@ -62,11 +62,12 @@ class WindowWrapper:
     def relative_to_field(self, field: Any) -> "WindowWrapper":
         return WindowWrapper(self.table, "field", field)
 
-    def _event_time(self) -> tuple[int, bool]:
-        """(time in ms, whether it is event time that advances the stream time)."""
+    def _event_time(self, event: Any = None) -> tuple[int, bool]:
+        """(time in ms, whether it is event time that advances the stream time) of ``event``,
+        else of the record being processed."""
         if self.relative_to == "now":
             return _wall_ms(), True
-        event = current_event()
+        event = event if event is not None else current_event()
         if event is None:
             raise RuntimeError(f"windowed table {self.table.name!r} relative to the "
                                f"{'stream' if self.relative_to == 'stream' else 'field'} is written from "
@@ -79,10 +80,10 @@ class WindowWrapper:
                                f"{event.offset} has no timestamp; use relative_to_field or relative_to_now")
         return int(event.timestamp), True
 
-    def _read_time(self) -> int:
-        if self.relative_to == "now" or current_event() is None:
+    def _read_time(self, event: Any = None) -> int:
+        if self.relative_to == "now" or (event is None and current_event() is None):
             return _wall_ms()
-        return self._event_time()[0]
+        return self._event_time(event)[0]
 
     # -- dict API -------------------------------------------------------------------------------
 
@@ -172,20 +173,21 @@ class WindowSet:
     def __iand__(self, other: Any) -> "WindowSet":
         return self._apply(lambda v: v & other)
 
-    def current(self) -> Any:
-        """The window the current record's time (the wall clock outside a record) falls in."""
-        return self.wrapper.table.read(self.key, self.wrapper._read_time())
+    def current(self, event: Any = None) -> Any:
+        """The window the time of ``event`` (else of the current record; the wall clock outside
+        a record) falls in, as Faust's ``current(event=None)``."""
+        return self.wrapper.table.read(self.key, self.wrapper._read_time(event))
 
     def now(self) -> Any:
         return self.wrapper.table.read(self.key, _wall_ms())
 
-    def value(self) -> Any:
+    def value(self, event: Any = None) -> Any:
         """The window the wrapper's time (stream, field or now) falls in."""
-        return self.current()
+        return self.current(event)
 
-    def delta(self, d: float | timedelta) -> Any:
+    def delta(self, d: float | timedelta, event: Any = None) -> Any:
         """The window the time ``d`` before the current one falls in."""
-        return self.wrapper.table.read(self.key, self.wrapper._read_time() - _ms(d, "delta"))
+        return self.wrapper.table.read(self.key, self.wrapper._read_time(event) - _ms(d, "delta"))
 
     def __iter__(self) -> Iterator[tuple[WindowRange, Any]]:
         return self.wrapper.table.windows_of(self.key)

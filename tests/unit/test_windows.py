@@ -246,7 +246,7 @@ async def test_exactly_once_a_rolled_back_checkpoint_emits_each_final_value_once
     producer = app.driver.producer()  # the input, written outside the app's transactions
     await producer.start()
     for t in (1001, 1002, 1011):
-        await producer.send("clicks", b"a", b"x", timestamp=t * 1000)
+        await producer.send("clicks", b"a", b"\"x\"", timestamp=t * 1000)
     await producer.flush()
     async with app.running():
         await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
