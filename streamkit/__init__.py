@@ -17,15 +17,6 @@ from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, Servic
 
 
 
-def __getattr__(name: str) -> object:
-    """``faust.cli.option`` in a Faust app: the CLI module loads on first use (it needs click)."""
-    if name == "cli":
-        import importlib
-
-        return importlib.import_module(".cli", __name__)
-    raise AttributeError(f"module 'streamkit' has no attribute {name!r}")
-
-
 __all__ = [
     "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
     "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",

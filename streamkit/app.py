@@ -349,6 +349,12 @@ class App:
                     self._client_producer = producer
         return self._client_producer
 
+    async def send(self, channel: Any, key: Any = None, value: Any = None, *, partition: int | None = None,
+                   timestamp: float | None = None, headers: Any = None) -> asyncio.Future:
+        """Faust's ``app.send(channel, key=, value=)``: ``channel`` is a topic, a channel, or a topic name."""
+        target = self.topic(channel) if isinstance(channel, str) else channel
+        return await target.send(key=key, value=value, partition=partition, timestamp=timestamp, headers=headers)
+
     async def send_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                        timestamp: int | None = None, partition: int | None = None,
                        track: bool = True) -> asyncio.Future | None:

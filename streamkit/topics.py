@@ -47,6 +47,15 @@ class Topic:
             self.name, self.partitions or default_partitions, self.replicas or default_replicas, self.config
         )
 
+    def get_topic_name(self) -> str:
+        """Faust's name for ``topic.name``."""
+        return self.name
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """Faust's list of names a topic object stands for: one here."""
+        return (self.name,)
+
     async def send(
         self,
         key: Any = None,

@@ -12,13 +12,16 @@ finished with it (asked for the next record); what the agent yielded for it is i
 Tables work as in Faust's tests: while no worker serves them, the context gives every table
 every partition in memory (empty at entry, dropped at exit), and a record lands in the
 partition its key hashes to, so the table checks a worker makes (co-partitioning) hold here
-too. Sends and ``group_by`` need a worker: run the app on the memory driver for those
+too. A record put without a key (Faust's tests often do) has no partition: its table writes are
+not checked, and the context warns once that a worker would need the record keyed (or the
+stream re-keyed with ``group_by``). Sends and ``group_by`` need a worker: run the app on the memory driver for those
 (``driver="memory"``, ``async with app.running()``).
 """
 from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..runtime.progress import Batch, Event, Subscriber
@@ -40,6 +43,7 @@ class AgentTestContext:
         self._subscriber = Subscriber(f"{agent.name}:test-context", 1)
         self._stream = Stream(self._subscriber, topic=agent.topic)
         self._served: list[Any] = []  # tables this context serves in memory
+        self._warned_keyless = False
 
     async def __aenter__(self) -> "AgentTestContext":
         self._serve_tables()
@@ -85,8 +89,16 @@ class AgentTestContext:
             raise self._failure
         topic = self.agent.topic
         key_bytes, value_bytes = topic.key_codec.encode(key), topic.value_codec.encode(value)
-        if partition is None:
-            partition = partition_for_key(key_bytes, self._partitions()) if key_bytes is not None else 0
+        if partition is None and key_bytes is None:
+            partition = -1
+            if not self._warned_keyless:
+                self._warned_keyless = True
+                warnings.warn(f"{self.agent.name}.test_context(): a record put without a key has no partition, so "
+                              "table writes are not checked for co-partitioning here; a worker refuses a write to "
+                              "a key of another partition than the record's: key the records (put(value, key=...)) "
+                              "or re-key the stream (stream.group_by)", stacklevel=2)
+        elif partition is None:
+            partition = partition_for_key(key_bytes, self._partitions())
         stamp = round((time.time() if timestamp is None else timestamp) * 1000)
         message = Message(topic.name, partition, self._offset, key_bytes, value_bytes, list(headers or []), stamp)
         self._offset += 1

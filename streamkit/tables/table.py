@@ -179,7 +179,7 @@ class Table:
         record, if it is the record's own partition)."""
         if writing and not self.is_global:
             event = current_event()
-            if event is not None and event.partition != number:
+            if event is not None and event.partition != number and event.partition >= 0:  # -1: test_context, no key
                 raise WrongPartition(
                     f"table {self.name!r}: key {key!r} belongs to partition {number}, but the record being "
                     f"processed came from {event.topic}[{event.partition}]; re-key the stream first "

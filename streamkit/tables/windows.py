@@ -322,7 +322,14 @@ class WindowedTable(Table):
             state.late.append((event.message, (f"table {self.name!r}: event time {ts / 1000:g}s falls in closed "
                                                f"window(s) {spans} (stream time {now / 1000:g}s, "
                                                f"grace {window.grace / 1000:g}s)")))
-        if self.late_records == 1 or self.late_records % 1000 == 0:
+        if self.late_records == 1:
+            log.warning("table %r: a late record (event time %gs, stream time %gs of partition %d): a window closes "
+                        "once the stream time passes its end + grace (%gs), and updates to a closed window are "
+                        "dropped and counted (streamkit_window_late_records_total). Faust never drops them; to "
+                        "accept records this far out of order (a group_by interleaves its sources), declare "
+                        "grace= on the window", self.name, ts / 1000, now / 1000, state.part.number,
+                        window.grace / 1000)
+        elif self.late_records % 1000 == 0:
             log.warning("table %r: %d late record(s) so far (event time behind a closed window's end + grace); "
                         "their updates to closed windows are dropped", self.name, self.late_records)
 

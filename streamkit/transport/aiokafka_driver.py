@@ -174,7 +174,7 @@ class AiokafkaProducer(Producer):
         fut = await self._client.send(
             topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers
         )
-        self._pending.add(fut)
+        self._pending.add(fut, topic)
         return fut
 
     async def flush(self) -> None:

@@ -138,7 +138,7 @@ class ConfluentProducer(Producer):
             except BufferError:  # local queue full: let the poller drain deliveries
                 await asyncio.sleep(0.005)
         if fut is not None:
-            self._pending.add(fut)
+            self._pending.add(fut, topic)
         return fut
 
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
@@ -160,7 +160,7 @@ class ConfluentProducer(Producer):
         Records purged by an abort are no failure of the next transaction (their reports can
         arrive after the abort returned): the abort already rolled them back."""
         if err is not None and err.code() not in _PURGED:
-            self._untracked_errors.append(err)
+            self._untracked_errors.append((err, _msg.topic()))
 
     async def flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -175,13 +175,15 @@ class ConfluentProducer(Producer):
         await asyncio.sleep(0)  # let the poller's last call_soon_threadsafe run
         self._resolve_reports()
         errors, self._untracked_errors = self._untracked_errors, []
-        failures: list[BaseException] = [KafkaException(err) for err in errors]
+        failures: list[BaseException] = [KafkaException(err) for err, _ in errors]
+        topics = [topic for _, topic in errors]
         try:
             await self._pending.settle()
         except DeliveryFailed as exc:
             failures.extend(exc.failures)
+            topics.extend(exc.topics)
         if failures:
-            raise delivery_failed(failures)
+            raise delivery_failed(failures, topics)
 
     async def partitions_for(self, topic: str) -> int:
         loop = asyncio.get_running_loop()

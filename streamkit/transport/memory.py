@@ -371,7 +371,7 @@ class MemoryProducer(Producer):
             self._buffer.append((fut, record, time.monotonic(), self._txn))
         else:
             self._deliver(fut, record, self._txn)
-        self._pending.add(fut)
+        self._pending.add(fut, topic)
         return fut
 
     def _deliver(self, fut: asyncio.Future, record: tuple[Any, ...], txn: "_Txn | None") -> None:

@@ -10,28 +10,38 @@ class DeliveryFailed(Exception):
     ``failures`` holds every failed delivery's exception (not only the first), so the log and the
     caller see the whole extent of what must be processed again."""
 
-    def __init__(self, message: str, failures: list[BaseException] | None = None) -> None:
+    def __init__(self, message: str, failures: list[BaseException] | None = None,
+                 topics: list[str] | None = None) -> None:
         super().__init__(message)
         self.failures = failures or []
+        self.topics = topics or []  # the failed records' topics, where known
 
 
-def delivery_failed(failures: list[BaseException]) -> DeliveryFailed:
-    """One exception naming how many deliveries failed and the first reason."""
+def delivery_failed(failures: list[BaseException], topics: list[str] | None = None) -> DeliveryFailed:
+    """One exception naming how many deliveries failed, to which topics, and the first reason."""
     first = failures[0]
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-    return DeliveryFailed(f"{len(failures)} record(s) not delivered: {first!r}{more}", failures)
+    where = ""
+    if topics:
+        counts: dict[str, int] = {}
+        for topic in topics:
+            counts[topic] = counts.get(topic, 0) + 1
+        where = " to " + ", ".join(f"{topic} ({n})" for topic, n in counts.items())
+    return DeliveryFailed(f"{len(failures)} record(s) not delivered{where}: {first!r}{more}", failures, topics)
 
 
 class PendingDeliveries:
     """Collects futures cheaply (one list append per send) and checks them once per flush."""
 
-    __slots__ = ("_futures",)
+    __slots__ = ("_futures", "_topics")
 
     def __init__(self) -> None:
         self._futures: list[asyncio.Future] = []
+        self._topics: list[str] = []  # each future's topic, for the failure message
 
-    def add(self, fut: asyncio.Future) -> None:
+    def add(self, fut: asyncio.Future, topic: str = "") -> None:
         self._futures.append(fut)
+        self._topics.append(topic)
 
     def __len__(self) -> int:
         return len(self._futures)
@@ -49,21 +59,26 @@ class PendingDeliveries:
         unfinished = [f for f in futures if not f.done()]  # after a flush, usually none
         if unfinished:
             await asyncio.wait(unfinished)
+        topics = self._topics[:count]
         self._futures = self._futures[count:]  # sends made while waiting stay for next time
+        self._topics = self._topics[count:]
         failures: list[BaseException] = []
-        for fut in futures:
+        failed_topics: list[str] = []
+        for fut, topic in zip(futures, topics):
             if fut.cancelled():
                 failures.append(asyncio.CancelledError("a queued record was cancelled before delivery"))
+                failed_topics.append(topic)
                 continue
             exc = fut.exception()
             if exc is not None:
                 failures.append(exc)
+                failed_topics.append(topic)
         if failures:
-            raise delivery_failed(failures) from failures[0]
+            raise delivery_failed(failures, [t for t in failed_topics if t]) from failures[0]
 
     def discard(self) -> None:
         """Forget the futures (an aborted transaction's records), reading their outcomes."""
-        futures, self._futures = self._futures, []
+        futures, self._futures, self._topics = self._futures, [], []
         for fut in futures:
             if fut.done() and not fut.cancelled():
                 fut.exception()
