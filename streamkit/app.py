@@ -48,6 +48,12 @@ class App:
         self.on_rebalance_complete = Signal("on_rebalance_complete", self)
         self.on_worker_init = Signal("on_worker_init", self)
         self.on_before_shutdown = Signal("on_before_shutdown", self)
+        # Faust's configuration signals: receivers may still change app.conf; they run once,
+        # before a worker or a command first uses the settings (configure())
+        self.on_before_configured = Signal("on_before_configured", self)
+        self.on_configured = Signal("on_configured", self)
+        self.on_after_configured = Signal("on_after_configured", self)
+        self._configured = False
         self.runtime: Any = None
         self._timers: Timers | None = None
         self._driver: Driver | None = None
@@ -113,6 +119,30 @@ class App:
         from .channels import Channel
 
         return Channel(self, name=name, key_type=key_type, value_type=value_type, maxsize=maxsize)
+
+    def stream(self, channel: Any, **kwargs: Any) -> Any:
+        """Faust's ``app.stream(iterable)``: a stream over the values of a (sync or async)
+        iterable, with the stream operators (``filter``, ``map``, ``enumerate``, ``echo``).
+        A topic or channel is read by an agent, which commits what it processed."""
+        from .streams.stream import Derived
+
+        if isinstance(channel, (Topic, str)) or getattr(channel, "is_channel", False):
+            raise ConfigurationError(f"app.stream({getattr(channel, 'name', channel)!r}): a topic or channel is read "
+                                     "by an agent here (@app.agent(topic)), which commits its offsets; app.stream "
+                                     "takes an iterable")
+        if kwargs:
+            raise ConfigurationError(f"app.stream(iterable, {', '.join(kwargs)}=...): options are for topic streams, "
+                                     "which agents read here")
+
+        async def values() -> AsyncIterator[Any]:
+            if hasattr(channel, "__aiter__"):
+                async for value in channel:
+                    yield value
+            else:
+                for value in channel:
+                    yield value
+
+        return Derived(None, values())
 
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
               sink: Iterable[Any] | None = None, key_type: Any = None, value_type: Any = None,
@@ -383,6 +413,17 @@ class App:
 
     # -- running --------------------------------------------------------------------------------
 
+    async def configure(self) -> None:
+        """Send Faust's ``on_before_configured``, ``on_configured(conf=)`` and
+        ``on_after_configured`` once, before the settings are first used (a worker or a command
+        starting): receivers may set ``app.conf.<setting>`` as in Faust."""
+        if self._configured:
+            return
+        self._configured = True
+        await self.on_before_configured.send()
+        await self.on_configured.send(conf=self.conf)
+        await self.on_after_configured.send()
+
     async def start(self) -> None:
         """Start a worker in this process (the CLI's ``worker`` command calls this)."""
         from .runtime.worker import Runtime
@@ -390,6 +431,7 @@ class App:
 
         if self.runtime is not None:
             raise RuntimeError("app is already running")
+        await self.configure()
         if self._versioned_id() != self.id:
             raise ConfigurationError(f"version/id_format changed after App({self._given_id!r}) named its topics "
                                      f"{self.id!r}: pass version= (and id_format=) to App(...)")

@@ -43,4 +43,4 @@ class Signal:
 
 
 SIGNALS = ("on_partitions_assigned", "on_partitions_revoked", "on_rebalance_complete", "on_worker_init",
-           "on_before_shutdown")
+           "on_before_shutdown", "on_before_configured", "on_configured", "on_after_configured")

@@ -47,6 +47,19 @@ class Topic:
             self.name, self.partitions or default_partitions, self.replicas or default_replicas, self.config
         )
 
+    async def declare(self) -> None:
+        """Faust's ``topic.declare()``: create the topic now if missing (checked if present);
+        the worker does this for every declared topic when it starts."""
+        from .runtime.topic_admin import ensure_topics
+
+        conf = self.app.conf
+        await ensure_topics(self.app.driver, conf.bootstrap_servers, [self.spec(conf.topic_partitions, conf.topic_replicas)],
+                            {self.name: self.partitions}, conf.broker_connect_timeout)
+
+    async def maybe_declare(self) -> None:
+        """Faust's ``maybe_declare()``: ``declare()`` (creating a topic that exists is a no-op)."""
+        await self.declare()
+
     def get_topic_name(self) -> str:
         """Faust's name for ``topic.name``."""
         return self.name

@@ -46,6 +46,7 @@ def declare(app: "App", options: tuple[Callable[[Any], Any], ...], name: str | N
 
             async def go() -> None:
                 try:
+                    await app.configure()
                     result = fun(AppCommand(app), **kwargs)
                     if inspect.isawaitable(result):
                         await result

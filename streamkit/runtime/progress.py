@@ -18,6 +18,16 @@ from ..transport.base import TP
 processing: ContextVar[Any] = ContextVar("streamkit_current_event", default=None)
 
 
+_SAME: Any = object()  # event.send/forward: keep the record's own key, value or headers
+
+
+def _app_of(channel: Any) -> Any:
+    app = getattr(channel, "app", None)
+    if app is None or isinstance(channel, str):
+        raise TypeError(f"event.forward() takes a topic object (app.topic(...)), not {channel!r}")
+    return app
+
+
 class Event:
     """One decoded record with where it came from; ``message`` keeps the original bytes.
 
@@ -50,6 +60,23 @@ class Event:
     @property
     def timestamp(self) -> int | None:
         return self.message.timestamp
+
+    async def forward(self, channel: Any, key: Any = _SAME, value: Any = _SAME, *, partition: int | None = None,
+                      headers: Any = _SAME) -> Any:
+        """Faust's ``event.forward(topic)``: this record's own bytes (key, value, headers) to
+        ``channel`` (a Topic), unless new ones are given; the future of the delivery."""
+        message = self.message
+        key_bytes = message.key if key is _SAME else channel.key_codec.encode(key)
+        value_bytes = message.value if value is _SAME else channel.value_codec.encode(value)
+        return await _app_of(channel).send_raw(channel.name, key_bytes, value_bytes, partition=partition,
+                                               headers=message.headers if headers is _SAME else headers)
+
+    async def send(self, channel: Any, key: Any = _SAME, value: Any = _SAME, *, partition: int | None = None,
+                   headers: Any = _SAME) -> Any:
+        """Faust's ``event.send(topic)``: this record's key and value (or the given ones) encoded
+        by ``channel``'s codecs, with its headers unless others are given."""
+        return await channel.send(key=self.key if key is _SAME else key, value=self.value if value is _SAME else value,
+                                  partition=partition, headers=self.message.headers if headers is _SAME else headers)
 
     def ack(self) -> bool:
         """Faust's ``event.ack()`` on a ``stream.noack()`` stream: this record is processed."""

@@ -150,6 +150,22 @@ class Table:
         if part is not None:
             part.forget_writes()
 
+    @property
+    def changelog_topic(self) -> "Topic":
+        """Faust's name for the table's changelog topic."""
+        return self.changelog
+
+    def as_ansitable(self, *, title: str | None = None, key: str = "Key", value: str = "Value",
+                     sort: bool = False, sortkey: Callable[[Any], Any] = lambda item: item[0]) -> str:
+        """Faust's ``table.as_ansitable()``: this worker's entries as a text table (for the CLI
+        and logs; a worker holds only the partitions it serves)."""
+        rows = [(repr(k), repr(v)) for k, v in (sorted(self.items(), key=sortkey) if sort else self.items())]
+        widths = [max([len(key), *(len(r[0]) for r in rows)]), max([len(value), *(len(r[1]) for r in rows)])]
+        line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+        fmt = "| {:<%d} | {:<%d} |" % tuple(widths)
+        out = [line, fmt.format(key, value), line, *(fmt.format(*r) for r in rows), line]
+        return "\n".join([title or self.name.title(), *out])
+
     def serve_in_memory(self) -> bool:
         """Serve every partition from an empty memory store, unless a worker serves the table:
         for ``agent.test_context()``, which drops them again (``local = {}``)."""

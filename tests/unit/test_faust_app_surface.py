@@ -104,3 +104,77 @@ async def test_rebalance_and_lifecycle_signals(tmp_path):
         await wait_for(lambda: ("complete",) in seen, 10, message="the first rebalance signalled")
         assert ("assigned", [0, 1]) in seen and app.on_partitions_assigned.failures >= 1
     assert seen[0] == ("init", True) and seen[-1] == ("shutdown",)
+
+
+async def test_configuration_signals_run_once_before_the_worker_uses_the_settings(tmp_path):
+    app = make_app(f"conf-{uuid.uuid4().hex[:6]}", tmp_path)
+    order: list[str] = []
+
+    @app.on_before_configured.connect
+    def before(sender, **kwargs):
+        order.append("before")
+
+    @app.on_configured.connect
+    def configured(sender, conf, **kwargs):
+        order.append("configured")
+        conf.commit_interval = 0.25  # Faust apps set settings here
+
+    @app.on_after_configured.connect
+    async def after(sender, **kwargs):
+        order.append("after")
+
+    async with app.running():
+        assert app.conf.commit_interval == 0.25
+    await app.configure()  # once only
+    assert order == ["before", "configured", "after"]
+
+
+async def test_app_stream_event_forward_and_send_table_helpers(tmp_path):
+    from streamkit.transport.memory import MemoryBroker
+
+    app = make_app(f"ops-{uuid.uuid4().hex[:6]}", tmp_path)
+    source = app.topic("source", key_type=str, value_type=int)
+    copies = app.topic("copies", key_type=str, value_type=int)
+    doubled = app.topic("doubled", key_type=str, value_type=int)
+    totals = app.Table("totals", default=int)
+    seen: list[int] = []
+
+    @app.agent(source)
+    async def relay(stream):
+        async for event in stream.events():
+            await event.forward(copies, headers=[("via", b"relay")])
+            await event.send(doubled, value=event.value * 2)
+            totals[event.key] += event.value
+            seen.append(event.value)
+
+    # app.stream over an iterable, with the stream operators
+    assert [v async for v in app.stream([1, 2, 3, 4]).filter(lambda v: v % 2 == 0).map(lambda v: v * 10)] == [20, 40]
+    with pytest.raises(faust.ConfigurationError, match="read by an agent"):
+        app.stream(source)
+    async with app.running():
+        await app.send(source, key="k", value=5)
+        await app.send("source", key="k", value=7)
+        await wait_for(lambda: seen == [5, 7], 10, message="both records relayed")
+        await app.flush()
+        broker = MemoryBroker.named(app.conf.broker.split("://", 1)[1])
+        copied = [m for part in broker.logs["copies"] for m in part]
+        assert [(m.key, m.value, m.headers) for m in copied] == [(b"k", b"5", [("via", b"relay")]),
+                                                                  (b"k", b"7", [("via", b"relay")])]
+        assert sorted(m.value for part in broker.logs["doubled"] for m in part) == [b"10", b"14"]
+        assert totals.changelog_topic is totals.changelog
+        text = totals.as_ansitable(title="Totals")
+        assert text.splitlines()[0] == "Totals" and "| 'k' | 12    |" in text
+    with pytest.raises(TypeError, match="topic object"):
+        await faust.Event("k", 1, copied[0]).forward("copies")
+
+
+async def test_topic_declare_creates_the_topic_now(tmp_path):
+    from streamkit.transport.memory import MemoryBroker
+
+    app = make_app(f"decl-{uuid.uuid4().hex[:6]}", tmp_path)
+    topic = app.topic("declared-now", partitions=3)
+    await topic.maybe_declare()
+    assert len(MemoryBroker.named(app.conf.broker.split("://", 1)[1]).logs["declared-now"]) == 3
+    await topic.declare()  # existing: checked, not recreated
+    with pytest.raises(faust.TopicMismatch, match="exists with 3 partitions but is declared with 5"):
+        await faust.Topic(app, "declared-now", partitions=5).declare()
