@@ -83,7 +83,8 @@ def run_app_main(app: Any, argv: list[str] | None = None) -> None:
 @click.option("--web-port", type=int, default=None, help="Port of the worker's web server (default 6066).")
 @click.option("--web-host", default=None, help="Address the web server binds to (default 127.0.0.1).")
 @click.option("--without-web", is_flag=True, help="Do not serve web views.")
-@click.option("--data-dir", default=None, help="Where table stores live (one per worker on a machine).")
+@click.option("--data-dir", "--datadir", "data_dir", default=None,
+              help="Where table stores live (one per worker on a machine); Faust's --datadir.")
 def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | None, without_web: bool,
            data_dir: str | None) -> None:
     """Run a worker for the app until SIGINT/SIGTERM."""
@@ -319,10 +320,11 @@ def main() -> None:
     cli()
 
 
-def _register_spark() -> None:
+def _register_commands() -> None:
+    from . import models_command, state_commands  # noqa: F401  (their @cli.command registers them)
     from .spark_command import spark
 
     cli.add_command(spark)
 
 
-_register_spark()
+_register_commands()

@@ -98,17 +98,21 @@ class Runtime(Service):
         return self.conf.topic_partitions
 
     async def _start_producer(self) -> None:
+        from .identity import WorkerIdentity
+
+        # Every worker holds a slot under <data_dir>/<app-id> while it runs: it names the
+        # transactional id, and tells `streamkit reset`/`clean-versions` a worker runs here.
+        if self.identity is None:
+            self.identity = WorkerIdentity(self.conf.data_dir, self.app.id)
         if not self.conf.exactly_once:
             self.producer = self.driver.producer()
             await self.producer.start()
             return
-        from .identity import WorkerIdentity
         from .transactions import TransactionalProducer
 
         per_partition = self.conf.transactions_per_partition
         transactional_id = self.conf.transactional_id
         if not per_partition and not transactional_id:
-            self.identity = WorkerIdentity(self.conf.data_dir, self.app.id)
             transactional_id = f"{self.app.id}-worker-{self.identity.id}"
         self.txns = TransactionalProducer(self.driver, self.app.id, per_partition=per_partition,
                                           transactional_id=transactional_id, partition_count=self.partition_count)

@@ -8,6 +8,8 @@ from typing import Any, Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import GroupIdNotFound, UnknownTopicOrPartitionError, for_code
+from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError
 
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
@@ -236,6 +238,21 @@ class AiokafkaAdmin(Admin):
                 )
             except TopicAlreadyExistsError:
                 pass
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
+        if not names:
+            return {}
+        response = await self._client.delete_topics(list(names))
+        return {name: str(for_code(code)) for name, code, *_ in response.topic_error_codes
+                if code not in (0, UnknownTopicOrPartitionError.errno)}
+
+    async def delete_group(self, group: str) -> str | None:
+        coordinator = await self._client.find_coordinator(group)
+        response = await self._client._send_request_to_node(coordinator, DeleteGroupsRequest([group]))
+        for _name, code in response.results:
+            if code not in (0, GroupIdNotFound.errno):
+                return str(for_code(code))
+        return None
 
     async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
         # Always ask for all topics: a metadata request naming topics may auto-create them.

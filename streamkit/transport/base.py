@@ -308,6 +308,16 @@ class Admin(abc.ABC):
         untrusted certificate, ...; transport/auth_errors.py), else None."""
         return None
 
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
+        """Delete ``names`` (``streamkit reset``); returns the broker's refusal per topic (an
+        absent topic is no refusal)."""
+        return {name: f"{type(self).__name__} cannot delete topics" for name in names}
+
+    async def delete_group(self, group: str) -> str | None:
+        """Delete a consumer group and its committed offsets (``streamkit reset``); the
+        broker's refusal (a group with live members), or None once deleted or absent."""
+        return f"{type(self).__name__} cannot delete consumer groups"
+
     async def set_group_config(self, group: str, values: dict[str, str]) -> dict[str, str]:
         """Set KIP-848 group-level configs (``consumer.session.timeout.ms``...); returns the
         broker's refusal per name (empty when all were set)."""

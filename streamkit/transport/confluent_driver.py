@@ -445,6 +445,29 @@ class ConfluentAdmin(Admin):
         return out
 
 
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
+        assert self._client is not None
+        refused: dict[str, str] = {}
+        if not names:
+            return refused
+        for name, fut in self._client.delete_topics(list(names), request_timeout=30).items():
+            try:
+                await asyncio.wrap_future(fut)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    refused[name] = exc.args[0].str()
+        return refused
+
+    async def delete_group(self, group: str) -> str | None:
+        assert self._client is not None
+        for fut in self._client.delete_consumer_groups([group], request_timeout=30).values():
+            try:
+                await asyncio.wrap_future(fut)
+            except KafkaException as exc:
+                if exc.args[0].code() not in (KafkaError.GROUP_ID_NOT_FOUND,):
+                    return exc.args[0].str()
+        return None
+
     async def set_group_config(self, group: str, values: dict[str, str]) -> dict[str, str]:
         assert self._client is not None
         refused: dict[str, str] = {}

@@ -479,6 +479,17 @@ class MemoryAdmin(Admin):
         for spec in specs:
             self.broker.create_topic(spec.name, spec.partitions)
 
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
+        for name in names:
+            self.broker.logs.pop(name, None)
+        return {}
+
+    async def delete_group(self, group: str) -> str | None:
+        if self.broker.groups.get(group):
+            return f"group {group!r} has live members"
+        self.broker.committed.pop(group, None)
+        return None
+
     async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
         return {
             name: TopicInfo(name, len(logs), 1)
