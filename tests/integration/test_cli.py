@@ -79,3 +79,30 @@ def test_dev_broker_command_prints_its_address_and_stops_on_sigterm():
     finally:
         process.terminate()
         assert process.wait(10) == 0
+
+
+def test_reset_deletes_the_group_and_internal_topics_on_the_broker(broker_address, unique, driver, tmp_path):
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    app_id, source = f"reset-{driver}-{unique}", f"reset-in-{driver}-{unique}"
+    env = {"STREAMKIT_BROKER": broker_address, "STREAMKIT_DRIVER": driver, "COUNTER_APP_ID": app_id,
+           "COUNTER_IN": source, "STREAMKIT_DATA_DIR": str(tmp_path)}
+    changelog = f"{app_id}-counts-changelog"
+    for topic in (source, changelog):
+        assert cli("topics", "create", topic, "--partitions", "4", "--broker", broker_address).returncode == 0
+    group = Consumer({"bootstrap.servers": broker_address, "group.id": app_id, "enable.auto.commit": False})
+    group.commit(offsets=[TopicPartition(source, 0, 3)], asynchronous=False)
+    group.close()
+    (tmp_path / app_id / "counts" / "0").mkdir(parents=True)
+
+    result = cli("reset", "-A", "tests.apps.counter:app", "--yes", env=env)
+    assert result.returncode == 0, result.stderr
+    topics = AdminClient({"bootstrap.servers": broker_address}).list_topics(timeout=10).topics
+    assert changelog not in topics and source in topics  # internal topics go, input stays
+    reader = Consumer({"bootstrap.servers": broker_address, "group.id": app_id, "enable.auto.commit": False})
+    try:
+        assert reader.committed([TopicPartition(source, 0)], timeout=10)[0].offset < 0  # no committed offset
+    finally:
+        reader.close()
+    assert not (tmp_path / app_id).exists()
