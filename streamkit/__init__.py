@@ -12,6 +12,7 @@ from .timers import Clock
 from .topics import Topic
 from .version import __version__
 from .channels import Channel
+from .sensors import Monitor, Sensor
 from .tables.table import GlobalTable, Table
 from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
 
@@ -23,6 +24,6 @@ __all__ = [
     "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
     "current_event",
     # Faust's names (faust_names.py), so ``import streamkit as faust`` finds them
-    "AgentT", "AppT", "Channel", "ChannelT", "EventT", "GlobalTable", "ModelT", "Service", "ServiceT", "StreamT",
-    "Table", "TableT", "TopicT", "uuid",
+    "AgentT", "AppT", "Channel", "ChannelT", "EventT", "GlobalTable", "ModelT", "Monitor", "Sensor", "Service",
+    "ServiceT", "StreamT", "Table", "TableT", "TopicT", "uuid",
 ]

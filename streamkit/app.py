@@ -12,6 +12,7 @@ from .background import Background, LeaderFlag
 from .errors import ConfigurationError
 from .faust_settings import apply_faust_app_settings
 from .settings import Settings
+from .sensors import Monitor, SensorDelegate
 from .signals import Signal
 from .timers import Clock, Timer, Timers
 from .topics import Topic
@@ -54,6 +55,7 @@ class App:
         self.on_configured = Signal("on_configured", self)
         self.on_after_configured = Signal("on_after_configured", self)
         self._configured = False
+        self.sensors = SensorDelegate()  # Faust's app.sensors.add(sensor) (sensors.py)
         self.runtime: Any = None
         self._timers: Timers | None = None
         self._driver: Driver | None = None
@@ -266,6 +268,16 @@ class App:
         """``@app.service``: a mode ``Service`` (class or instance) started and stopped with the worker."""
         self.background.services.append(service)
         return service
+
+    @property
+    def monitor(self) -> Monitor:
+        """Faust's ``app.monitor``: the Monitor sensor (added on first use; /stats serves it)."""
+        for sensor in self.sensors:
+            if isinstance(sensor, Monitor):
+                return sensor
+        monitor = Monitor()
+        self.sensors.add(monitor)
+        return monitor
 
     def finalize(self) -> None:
         """Faust's ``app.finalize()`` (called by Faust's test fixtures): checks the settings as

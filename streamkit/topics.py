@@ -86,19 +86,38 @@ class Topic:
         if isinstance(headers, dict):
             headers = list(headers.items())
         ts = round(timestamp * 1000) if timestamp is not None else None
-        return await self.app.send_raw(
-            self.name,
-            self.key_codec.encode(key),
-            self.value_codec.encode(value),
-            headers=headers,
-            timestamp=ts,
-            partition=partition,
-        )
+        key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
+        sensors = self.app.sensors
+        if not sensors.active:
+            return await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts,
+                                           partition=partition)
+        return await self._send_sensed(key, value, key_bytes, value_bytes, headers, ts, partition)
+
+    async def _send_sensed(self, key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
+                           headers: Any, ts: int | None, partition: int | None) -> asyncio.Future:
+        """A send the app's sensors hear of: ``on_send_initiated``, then ``_completed`` or ``_error``."""
+        sensors, producer = self.app.sensors, self.app.runtime.producer if self.app.runtime is not None else None
+        states = sensors.call("on_send_initiated", producer, self.name, (key, value), len(key_bytes or b""),
+                              len(value_bytes or b""))
+        fut = await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts,
+                                      partition=partition)
+
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if exc is None:
+                sensors.call_each("on_send_completed", states, producer, metadata=f.result())
+            else:
+                sensors.call_each("on_send_error", states, producer, exc)
+
+        fut.add_done_callback(done)
+        return fut
 
     def try_send_soon(self, key: Any = None, value: Any = None) -> bool:
         """``send_soon`` without a coroutine when the producer has room (False: use ``send_soon``)."""
         runtime = self.app.runtime
-        if runtime is None or runtime.producer is None:
+        if runtime is None or runtime.producer is None or self.app.sensors.active:
             return False
         return runtime.producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
 
@@ -107,6 +126,9 @@ class Topic:
         """Queue a record without a delivery future (the hot path of sinks and repartitioning);
         a failed delivery still makes the next checkpoint's flush fail, so nothing is lost."""
         key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
+        if self.app.sensors.active:  # sensors hear of it as of any send (a delivery future)
+            await self._send_sensed(key, value, key_bytes, value_bytes, headers, None, partition)
+            return
         producer = self.app.runtime.producer if self.app.runtime is not None else None
         if producer is not None and producer.try_send(self.name, key_bytes, value_bytes, partition, headers):
             return

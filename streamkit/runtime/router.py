@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import ConfigurationError
+from ..sensors import SensorDelegate
 from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy
 from .progress import Barrier, Batch, Event, Subscriber, processing
@@ -43,6 +44,7 @@ class Router:
         self.epoch = 0  # bumped by a rewind: a batch whose delivery spans it is not counted
         self.records_in = 0
         self.frozen = False  # set once the worker froze its topology: no new topic after that
+        self.sensors = SensorDelegate()  # the app's (Runtime sets it)
 
     def subscribe(self, topic: Any, subscriber: Subscriber) -> None:
         route = self.routes.get(topic.name)
@@ -77,10 +79,16 @@ class Router:
                     await self.errors.handle("decode", message, exc)
                 finally:
                     processing.reset(token)
+            sensors = self.sensors
+            if sensors.active:
+                for message in messages:
+                    sensors.call("on_message_in", tp, message.offset, message)
             if events:
                 for subscriber in route.subscribers:
                     if epoch != self.epoch:
                         break
+                    if sensors.active and subscriber.inbox.full():
+                        sensors.call("on_topic_buffer_full", tp)
                     await subscriber.put(Batch(tp, events))
         self.records_in += len(messages)
         if epoch != self.epoch:  # rewound while this batch was queued: it was revoked, it comes again

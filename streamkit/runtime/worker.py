@@ -59,6 +59,8 @@ class Runtime(Service):
         self.tasks = TaskManager(())  # replaced once the topology is frozen
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
+        self.router.sensors = app.sensors
+        self._rebalance_states: list[Any] | None = None  # sensors' on_rebalance_start results
         self.checkpoint: Checkpoint | None = None
         self.txns: Any = None  # the TransactionalProducer under exactly-once
         self.identity: Any = None  # the persisted worker slot behind the transactional id
@@ -239,11 +241,16 @@ class Runtime(Service):
             self.consumer.resume([tp for tp in tps if tp not in waiting])
         await self.app.on_partitions_assigned.send(assigned=set(tps))
         await self.app.on_rebalance_complete.send()
+        self._rebalance_started()
+        if self._rebalance_states is not None:
+            states, self._rebalance_states = self._rebalance_states, None
+            self.app.sensors.call_each("on_rebalance_end", states, self.app)
 
     async def _on_revoked(self, tps: list[TP]) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
         if not tps:
             return
+        self._rebalance_started()
         await self.app.on_partitions_revoked.send(revoked=set(tps))
         self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
         await self.release(tps, self.conf.stop_timeout)
@@ -333,9 +340,9 @@ class Runtime(Service):
         if self.checkpoint is not None:
             try:
                 if self._stopping:  # a broker away must not keep a stopping worker up
-                    await asyncio.wait_for(self.checkpoint.commit(tps), max(timeout, 1.0))
+                    await asyncio.wait_for(self._commit(tps), max(timeout, 1.0))
                 else:
-                    await self.checkpoint.commit(tps)
+                    await self._commit(tps)
             except Exception as exc:
                 log.warning("commit on %s failed (records will be processed again): %r",
                             "stop" if self._stopping else "revoke", exc)
@@ -391,12 +398,28 @@ class Runtime(Service):
                 log.warning("consumer error (retrying): %r", exc)
                 await asyncio.sleep(1.0)
 
+    async def _commit(self, tps: Any = None, *, wait: bool = True) -> Any:
+        """A checkpoint, told to the sensors (``on_commit_initiated``/``_completed``)."""
+        assert self.checkpoint is not None
+        sensors = self.app.sensors
+        if not sensors.active:
+            return await self.checkpoint.commit(tps, wait=wait)
+        states = sensors.call("on_commit_initiated", self.consumer)
+        committed = await self.checkpoint.commit(tps, wait=wait)
+        sensors.call_each("on_commit_completed", states, self.consumer)
+        return committed
+
+    def _rebalance_started(self) -> None:
+        """Sensors' ``on_rebalance_start`` (once per rebalance; a stopping worker's revocation is none)."""
+        if self._rebalance_states is None and self.app.sensors.active and not self._stopping:
+            self._rebalance_states = self.app.sensors.call("on_rebalance_start", self.app)
+
     async def _commit_loop(self) -> None:
         assert self.checkpoint is not None
         while not self._stopping:
             await asyncio.sleep(self.conf.commit_interval)
             try:
-                await self.checkpoint.commit(wait=False)
+                await self._commit(wait=False)
             except asyncio.CancelledError:
                 raise
             except StoreWriteFailed as exc:  # nothing more may be built on a store that lags
@@ -433,7 +456,7 @@ class Runtime(Service):
             await _bounded(self.membership.stop(), "leaving the membership", bound)
         if self.tables is not None and self.checkpoint is not None:
             # flush what agents wrote while stopping
-            await _bounded(self.checkpoint.commit(), "final checkpoint (records will be processed again)", bound)
+            await _bounded(self._commit(), "final checkpoint (records will be processed again)", bound)
             await self.tables.stop()
         if self.consumer is not None:
             await _bounded(self.consumer.stop(), "consumer close", bound)

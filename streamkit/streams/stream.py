@@ -11,6 +11,8 @@ import inspect
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
 from ..runtime.progress import Batch, Event, Subscriber, processing as _current_event
+from ..sensors import NO_SENSORS
+from ..transport.base import TP
 
 if TYPE_CHECKING:
     from ..topics import Topic
@@ -119,6 +121,9 @@ class Stream(Chainable, Generic[T]):
         self._hold = False
         self._noack = False  # noack(): records wait for stream.ack(event) / event.ack()
         self.current_event: Event | None = None
+        # sensors (sensors.py): the app's delegate; its ``active`` list is empty without sensors
+        self._sensors = owner.app.sensors if owner is not None else NO_SENSORS
+        self._sensed: tuple[Event, list[Any]] | None = None  # the event handed out, sensors' states
         subscriber.cursors.append(self)
 
     # -- the cursor ---------------------------------------------------------------------------
@@ -134,6 +139,8 @@ class Stream(Chainable, Generic[T]):
 
     async def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event; acks the previous one unless holding. None only on ``timeout``."""
+        if self._sensed is not None:
+            self._sensed_out()
         held = self._held
         if held and not self._hold:  # inline _release_held: this runs once per record
             for batch, idx in held:
@@ -172,7 +179,16 @@ class Stream(Chainable, Generic[T]):
         if self._noack:
             event.stream = self  # event.ack()
         _current_event.set(event)
+        if self._sensors.active:
+            self._sensed = (event, self._sensors.call("on_stream_event_in", batch.tp, event.offset, self, event))
         return event
+
+    def _sensed_out(self) -> None:
+        assert self._sensed is not None
+        (event, states), self._sensed = self._sensed, None
+        tp = TP(event.topic, event.partition)
+        self._sensors.call_each("on_stream_event_out", states, tp, event.offset, self, event)
+        self._sensors.call("on_message_out", tp, event.offset, event.message)
 
     def held_events(self) -> list[Event]:
         """Events handed out and not yet acknowledged (the ones an agent failure concerns)."""

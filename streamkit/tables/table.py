@@ -90,6 +90,7 @@ class Table:
             config={"cleanup.policy": "compact"}, key_serializer="raw", value_serializer="raw",
         )
         self.local: dict[int, TablePartition] = {}  # partitions this worker serves
+        self._sensors = app.sensors  # sensors.py: told of get/set/del when any are added
 
     @property
     def store_url(self) -> str:
@@ -236,6 +237,8 @@ class Table:
         return value
 
     def __getitem__(self, key: Any) -> Any:
+        if self._sensors.active:
+            self._sensors.call("on_table_get", self, key)
         key_bytes, part = self._locate(key, writing=False)
         value = self._read(key_bytes, part)
         if value is _MISSING:
@@ -246,6 +249,8 @@ class Table:
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        if self._sensors.active:
+            self._sensors.call("on_table_set", self, key, value)
         key_bytes, part = self._locate(key, writing=True)
         self._write(part, key_bytes, key, value)
 
@@ -259,6 +264,8 @@ class Table:
         part.cache[key_bytes] = value
 
     def __delitem__(self, key: Any) -> None:
+        if self._sensors.active:
+            self._sensors.call("on_table_del", self, key)
         key_bytes, part = self._locate(key, writing=True)
         if self._read(key_bytes, part) is _MISSING:
             raise KeyError(key)

@@ -48,6 +48,7 @@ class WebServer:
         application.router.add_get("/health", self.health)
         application.router.add_get("/ready", self.ready)
         application.router.add_get("/metrics", self.metrics_view)
+        application.router.add_get("/stats", self.stats)
         application.router.add_get("/tables", self.tables)
         application.router.add_get("/tables/{name}/{key}", self.table_key)
         for path, view in self.app.pages:
@@ -55,8 +56,18 @@ class WebServer:
         return application
 
     def _page(self, view: Any) -> Any:
+        sensors = self.app.sensors
+
         async def handler(request: web.Request) -> web.StreamResponse:
-            return await view(self.helper, request, **request.match_info)
+            if not sensors.active:
+                return await view(self.helper, request, **request.match_info)
+            states = sensors.call("on_web_request_start", self.app, request, view=view)
+            response = None
+            try:
+                response = await view(self.helper, request, **request.match_info)
+                return response
+            finally:
+                sensors.call_each("on_web_request_end", states, self.app, request, response, view=view)
 
         return handler
 
@@ -118,6 +129,16 @@ class WebServer:
             body["recovery"] = {"done": progress.done, "total": progress.total, "rate": round(progress.rate, 1),
                                 "eta_s": progress.eta}
         return Web.json(body, 200 if ready else 503)
+
+    async def stats(self, request: web.Request) -> web.Response:
+        """Faust's Monitor counters as JSON, once the app has one (``app.monitor``)."""
+        from ..sensors import Monitor
+
+        monitor = next((s for s in self.app.sensors if isinstance(s, Monitor)), None)
+        if monitor is None:
+            return error(404, "no Monitor: use app.monitor (or app.sensors.add(faust.Monitor())) before the worker "
+                              "starts; /metrics has the worker's Prometheus metrics")
+        return Web.json(monitor.asdict())
 
     async def metrics_view(self, request: web.Request) -> web.Response:
         body, content_type = self.metrics.render()
