@@ -231,6 +231,17 @@ class App:
 
         return table_route(self, table, match_info=match_info, query_param=query_param)
 
+    def topic_route(self, topic: Topic, shard_param: str | None = None, *, query_param: str | None = None,
+                    match_info: str | None = None, exact_key: str | None = None) -> Callable[[Any], Any]:
+        """Faust's: answer on the worker assigned the key's partition of ``topic``, forwarding if
+        needed (``shard_param`` is Faust's deprecated name for ``query_param``)."""
+        from .web.routing import topic_route
+
+        if shard_param is not None and query_param is not None:
+            raise ConfigurationError("topic_route takes query_param= or Faust's deprecated shard_param, not both")
+        return topic_route(self, topic, match_info=match_info, query_param=query_param or shard_param,
+                           exact_key=exact_key)
+
     def timer(self, interval: float, *, on_leader: bool = False, name: str | None = None) -> Callable[[Any], Any]:
         """Run ``async def fn()`` every ``interval`` seconds while the worker runs."""
 
@@ -278,6 +289,11 @@ class App:
         monitor = Monitor()
         self.sensors.add(monitor)
         return monitor
+
+    @property
+    def rebalancing(self) -> bool:
+        """Faust's ``app.rebalancing``: True from a revocation or assignment until it completed."""
+        return bool(self.runtime is not None and self.runtime.rebalancing)
 
     def finalize(self) -> None:
         """Faust's ``app.finalize()`` (called by Faust's test fixtures): checks the settings as

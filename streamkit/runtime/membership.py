@@ -39,6 +39,7 @@ from ..transport.reader import Reader
 
 log = logging.getLogger("streamkit.membership")
 
+TOPIC_CLAIM = "topic:"  # claims keys of assigned topic partitions, beside the tables'
 HEARTBEAT = 10.0  # seconds between claims; a member silent for 3 of them is gone
 
 
@@ -72,6 +73,7 @@ class Membership:
         self._send = send
         self.range_failover = range_failover
         self._serving: dict[str, list[int]] = {}
+        self._topics: dict[str, list[int]] = {}
         self._reader: Reader | None = None
         self._beat: asyncio.Task | None = None
 
@@ -99,10 +101,16 @@ class Membership:
 
     # -- publishing -----------------------------------------------------------------------------
 
-    async def publish(self, serving: dict[str, list[int]]) -> None:
-        """Announce the table partitions this worker serves now."""
-        self._serving = serving
-        claim = {"member": self.member_id, "url": self.url, "tables": serving, "at": time.time()}
+    async def publish(self, serving: dict[str, list[int]] | None = None, *,
+                      topics: dict[str, list[int]] | None = None) -> None:
+        """Announce the table partitions this worker serves now (and, for ``@app.topic_route``,
+        the topic partitions it is assigned); what is not given stays as last announced."""
+        if serving is not None:
+            self._serving = serving
+        if topics is not None:
+            self._topics = topics
+        claim = {"member": self.member_id, "url": self.url, "tables": self._serving, "topics": self._topics,
+                 "at": time.time()}
         await self._send(self.topic, self.member_id.encode(), orjson.dumps(claim))
         self._record(claim)  # our own view is current at once
 
@@ -138,7 +146,8 @@ class Membership:
         before = self.members.get(member_id)
         tables = {name: list(numbers) for name, numbers in claim["tables"].items()}
         self.members[member_id] = Member(member_id, claim.get("url"), tables, at)
-        for name, numbers in tables.items():
+        topics = {TOPIC_CLAIM + name: list(numbers) for name, numbers in claim.get("topics", {}).items()}
+        for name, numbers in [*tables.items(), *topics.items()]:
             for n in numbers:
                 if at >= self.claims.get((name, n), (0.0, None))[0]:
                     self.claims[(name, n)] = (at, claim.get("url"))
@@ -150,6 +159,10 @@ class Membership:
         """URL of the worker that serves ``table`` partition ``number`` (newest claim)."""
         found = self.claims.get((table, number))
         return found[1] if found else None
+
+    def topic_owner(self, topic: str, number: int) -> str | None:
+        """URL of the worker assigned partition ``number`` of ``topic`` (newest claim)."""
+        return self.owner(TOPIC_CLAIM + topic, number)
 
     def live(self, now: float | None = None) -> list[Member]:
         now = time.time() if now is None else now

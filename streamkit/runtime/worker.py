@@ -61,6 +61,7 @@ class Runtime(Service):
         self.router = Router(self.errors)
         self.router.sensors = app.sensors
         self._rebalance_states: list[Any] | None = None  # sensors' on_rebalance_start results
+        self.rebalancing = False  # Faust's app.rebalancing: from a revocation (or an assignment) to its end
         self.checkpoint: Checkpoint | None = None
         self.txns: Any = None  # the TransactionalProducer under exactly-once
         self.identity: Any = None  # the persisted worker slot behind the transactional id
@@ -221,6 +222,7 @@ class Runtime(Service):
     # -- rebalance ------------------------------------------------------------------------------
 
     async def _on_assigned(self, tps: list[TP]) -> None:
+        self.rebalancing = True
         self.rebalances += 1
         self.assigned.update(tps)
         if self.checkpoint is not None:
@@ -239,7 +241,9 @@ class Runtime(Service):
         self.tasks.assigned(tps, waiting)
         if fencing:
             self.consumer.resume([tp for tp in tps if tp not in waiting])
+        await self._announce_assignment()
         await self.app.on_partitions_assigned.send(assigned=set(tps))
+        self.rebalancing = False
         await self.app.on_rebalance_complete.send()
         self._rebalance_started()
         if self._rebalance_states is not None:
@@ -251,10 +255,12 @@ class Runtime(Service):
         if not tps:
             return
         self._rebalance_started()
+        self.rebalancing = not self._stopping
         await self.app.on_partitions_revoked.send(revoked=set(tps))
         self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
         await self.release(tps, self.conf.stop_timeout)
         self.assigned.difference_update(tps)
+        await self._announce_assignment()
         self.tasks.close(tps, "revoked")
         if self.txns is not None and self.txns.per_partition:
             kept = {self.txns.task_of(tp) for tp in self.assigned}
@@ -408,6 +414,18 @@ class Runtime(Service):
         committed = await self.checkpoint.commit(tps, wait=wait)
         sensors.call_each("on_commit_completed", states, self.consumer)
         return committed
+
+    async def _announce_assignment(self) -> None:
+        """Tell the cluster which topic partitions this worker is assigned (``@app.topic_route``)."""
+        if self.membership is None:
+            return
+        topics: dict[str, list[int]] = {}
+        for tp in sorted(self.assigned):
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        try:
+            await self.membership.publish(topics=topics)
+        except Exception as exc:  # the heartbeat publishes it again
+            log.warning("announcing the assignment failed: %r", exc)
 
     def _rebalance_started(self) -> None:
         """Sensors' ``on_rebalance_start`` (once per rebalance; a stopping worker's revocation is none)."""

@@ -15,6 +15,8 @@ from aiohttp import web
 from ..codecs import JsonCodec
 from ..errors import DecodeError
 from ..models.record import dumps
+from ..transport.base import TP
+from ..transport.partitioner import partition_for_key
 
 if TYPE_CHECKING:
     from ..app import App
@@ -23,7 +25,8 @@ FORWARDED = "X-Streamkit-Forwarded"
 
 
 def decode_url_key(table: Any, raw: str) -> Any:
-    """A key from a URL: text for str/untyped keys, JSON for anything typed (400 on failure)."""
+    """A key from a URL: text for str/untyped keys, JSON for anything typed (400 on failure);
+    ``table`` is anything with a ``key_type`` (a table or a topic)."""
     if table.key_type in (None, str):
         return raw
     if table.key_type is bytes:
@@ -86,6 +89,50 @@ def table_route(app: "App", table: Any, *, match_info: str | None = None, query_
                 return error(400, f"missing key parameter {match_info or query_param!r}")
             key = decode_url_key(table, raw)
             forwarded = await route_key(app, table, key, request)
+            if forwarded is not None:
+                return forwarded
+            return await view(web_, request, **kwargs)
+
+        return routed
+
+    return decorate
+
+
+async def route_topic_key(app: "App", topic: Any, key: Any, request: web.Request) -> web.Response | None:
+    """None when this worker is assigned the key's partition of ``topic``; otherwise the
+    forwarded (or 503) response."""
+    runtime = app.runtime
+    if runtime is None:
+        return error(503, "the worker is not running")
+    count = runtime.partition_counts.get(topic.name) or topic.partitions or app.conf.topic_partitions
+    number = partition_for_key(topic.key_codec.encode(key) or b"", count)
+    if TP(topic.name, number) in runtime.assigned:
+        return None
+    if request.headers.get(FORWARDED):
+        return error(503, f"partition {number} of topic {topic.name!r} is moving between workers", partition=number)
+    membership = runtime.membership
+    owner = membership.topic_owner(topic.name, number) if membership is not None else None
+    if owner is None or owner == (membership.url if membership else None):
+        return error(503, f"no worker is assigned partition {number} of topic {topic.name!r} yet", partition=number)
+    return await forward(app, request, owner)
+
+
+def topic_route(app: "App", topic: Any, *, match_info: str | None = None, query_param: str | None = None,
+                exact_key: str | None = None) -> Any:
+    """Faust's ``@app.topic_route``: answer on the worker assigned the key's partition of ``topic``."""
+    if sum(x is not None for x in (match_info, query_param, exact_key)) != 1:
+        raise ValueError("topic_route needs exactly one of match_info, query_param or exact_key")
+
+    def decorate(view: Any) -> Any:
+        @functools.wraps(view)
+        async def routed(web_: Any, request: web.Request, **kwargs: Any) -> web.StreamResponse:
+            if exact_key is not None:
+                raw: str | None = exact_key
+            else:
+                raw = request.match_info.get(match_info) if match_info else request.query.get(query_param or "")
+            if raw is None:
+                return error(400, f"missing key parameter {match_info or query_param!r}")
+            forwarded = await route_topic_key(app, topic, decode_url_key(topic, raw), request)
             if forwarded is not None:
                 return forwarded
             return await view(web_, request, **kwargs)

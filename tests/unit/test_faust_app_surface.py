@@ -87,6 +87,7 @@ async def test_rebalance_and_lifecycle_signals(tmp_path):
     @app.on_partitions_assigned.connect
     async def assigned(sender, assigned):
         seen.append(("assigned", sorted(tp.partition for tp in assigned if tp.topic == "words")))
+        seen.append(("rebalancing", sender.rebalancing))
 
     @app.on_partitions_assigned.connect
     async def broken(sender, assigned):
@@ -103,6 +104,7 @@ async def test_rebalance_and_lifecycle_signals(tmp_path):
     async with app.running():
         await wait_for(lambda: ("complete",) in seen, 10, message="the first rebalance signalled")
         assert ("assigned", [0, 1]) in seen and app.on_partitions_assigned.failures >= 1
+        assert ("rebalancing", True) in seen and app.rebalancing is False  # during the assignment only
     assert seen[0] == ("init", True) and seen[-1] == ("shutdown",)
 
 

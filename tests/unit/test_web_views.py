@@ -183,3 +183,55 @@ async def test_queries_are_forwarded_to_the_owners_advertised_url(tmp_path):
         a.runtime.membership.claims[("scores", owned_by_b)] = (time.time(), dead)  # as if b advertised a wrong URL
         status, body = await get(session, f"{base_a}/tables/scores/{key}")
         assert status == 503 and dead in body["error"], body
+
+
+def build_topic_routed(tmp_path, name=None, **settings):
+    """A stateless app, as Faust's topic_route example has it: the view runs where the key's
+    partition of the topic is consumed."""
+    name = name or f"troute-{uuid.uuid4().hex[:6]}"
+    port = settings.pop("web_port", None) or free_port()
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", data_dir=str(tmp_path),
+                 web_port=port, **settings)
+    orders = app.topic("orders", key_type=str, value_type=int, partitions=2)
+    latest: dict[str, int] = {}  # this worker's own memory: only right on the key's worker
+
+    @app.agent(orders)
+    async def remember(stream):
+        async for event in stream.events():
+            latest[event.key] = event.value
+
+    @app.page("/latest/{user}")
+    @app.topic_route(topic=orders, match_info="user")
+    async def latest_of(web, request, user):
+        return web.json({"user": user, "latest": latest.get(user), "port": port})
+
+    @app.page("/whoami")
+    @app.topic_route(orders, query_param="user")
+    async def whoami(web, request):
+        return web.json({"port": port})
+
+    return app, orders, port
+
+
+async def test_topic_route_answers_on_the_worker_assigned_the_keys_partition(tmp_path):
+    from streamkit.transport.partitioner import partition_for_key
+
+    a, orders, port_a = build_topic_routed(tmp_path / "a")
+    b, _, port_b = build_topic_routed(tmp_path / "b", name=a.id)
+    async with a.running(), b.running(), aiohttp.ClientSession() as session:
+        def mine(app):
+            return [tp.partition for tp in app.runtime.assigned if tp.topic == "orders"]
+
+        await wait_for(lambda: len(mine(a)) == 1 and len(mine(b)) == 1, 10, message="one partition each")
+        [of_b] = mine(b)
+        await wait_for(lambda: a.runtime.membership.topic_owner("orders", of_b) == f"http://127.0.0.1:{port_b}", 10,
+                       message="b's assignment claim reached a")
+        user = next(u for u in (f"u{i}" for i in range(50)) if partition_for_key(u.encode(), 2) == of_b)
+        await orders.send(key=user, value=42)
+        await wait_for(lambda: b.runtime.router.records_in == 1, 10, message="b consumed the order")
+        status, body = await get(session, f"http://127.0.0.1:{port_a}/latest/{user}")
+        assert (status, body) == (200, {"user": user, "latest": 42, "port": port_b})  # answered by b, via a
+        status, body = await get(session, f"http://127.0.0.1:{port_a}/whoami", params={"user": user})
+        assert (status, body) == (200, {"port": port_b})
+        status, body = await get(session, f"http://127.0.0.1:{port_a}/whoami")
+        assert status == 400 and "'user'" in body["error"]
