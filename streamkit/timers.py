@@ -19,10 +19,15 @@ log = logging.getLogger("streamkit.timers")
 
 
 class Clock:
-    """Wall time and sleeping; replace in tests with a virtual clock."""
+    """Wall time and sleeping; replace in tests with a virtual clock (``app.clock``): timers,
+    crontabs, windows ``relative_to_now`` and ``close_idle_after`` all read it."""
 
     def time(self) -> float:
         return time.time()
+
+    def monotonic(self) -> float:
+        """For durations (idle detection): never jumps with the wall clock."""
+        return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))

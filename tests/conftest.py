@@ -1,6 +1,6 @@
 import pytest
 
-pytest_plugins = ["streamkit.testing.pytest_plugin"]
+pytest_plugins = ["streamkit.testing.pytest_plugin", "pytester"]
 
 
 @pytest.fixture(params=["aiokafka", "confluent"])

@@ -77,8 +77,8 @@ def split_session_key(key_bytes: bytes) -> tuple[bytes, int, int]:
 
 
 class _PartitionSessions(_PartitionWindows):
-    def __init__(self, part: TablePartition) -> None:
-        super().__init__(part)
+    def __init__(self, part: TablePartition, now: float) -> None:
+        super().__init__(part, now)
         self.open: dict[bytes, dict[tuple[int, int], bytes]] = {}  # key bytes -> open sessions
 
 
@@ -93,7 +93,7 @@ class SessionTable(WindowedTable):
         self.entries.key_codec = self.key_codec
 
     def _new_state(self, part: TablePartition) -> _PartitionWindows:
-        return _PartitionSessions(part)
+        return _PartitionSessions(part, self.app.clock.monotonic())
 
     def _track_stored(self, state: _PartitionWindows, key_bytes: bytes) -> None:
         assert isinstance(state, _PartitionSessions)

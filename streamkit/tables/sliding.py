@@ -92,8 +92,8 @@ class _KeyWindows:
 
 
 class _PartitionSliding(_PartitionWindows):
-    def __init__(self, part: TablePartition) -> None:
-        super().__init__(part)
+    def __init__(self, part: TablePartition, now: float) -> None:
+        super().__init__(part, now)
         self.keys: dict[bytes, _KeyWindows] = {}
 
 
@@ -108,7 +108,7 @@ class SlidingTable(WindowedTable):
         self.entries.key_codec = self.key_codec
 
     def _new_state(self, part: TablePartition) -> _PartitionWindows:
-        return _PartitionSliding(part)
+        return _PartitionSliding(part, self.app.clock.monotonic())
 
     def _key_bytes(self, user: bytes, windows: _KeyWindows, start: int) -> bytes:
         return sliding_key(user, start, windows.has(windows.records, start + self.window.size))

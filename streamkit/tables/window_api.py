@@ -66,7 +66,7 @@ class WindowWrapper:
         """(time in ms, whether it is event time that advances the stream time) of ``event``,
         else of the record being processed."""
         if self.relative_to == "now":
-            return _wall_ms(), True
+            return _wall_ms(self.table.app.clock), True
         event = event if event is not None else current_event()
         if event is None:
             raise RuntimeError(f"windowed table {self.table.name!r} relative to the "
@@ -82,7 +82,7 @@ class WindowWrapper:
 
     def _read_time(self, event: Any = None) -> int:
         if self.relative_to == "now" or (event is None and current_event() is None):
-            return _wall_ms()
+            return _wall_ms(self.table.app.clock)
         return self._event_time(event)[0]
 
     # -- dict API -------------------------------------------------------------------------------
@@ -179,7 +179,7 @@ class WindowSet:
         return self.wrapper.table.read(self.key, self.wrapper._read_time(event))
 
     def now(self) -> Any:
-        return self.wrapper.table.read(self.key, _wall_ms())
+        return self.wrapper.table.read(self.key, _wall_ms(self.wrapper.table.app.clock))
 
     def value(self, event: Any = None) -> Any:
         """The window the wrapper's time (stream, field or now) falls in."""

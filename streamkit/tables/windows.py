@@ -24,7 +24,6 @@ import heapq
 import inspect
 import logging
 import struct
-import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
@@ -177,7 +176,7 @@ class WindowedEntries(TableEntries):
 class _PartitionWindows:
     """One partition's stream time and which of its windows close or expire when."""
 
-    def __init__(self, part: TablePartition) -> None:
+    def __init__(self, part: TablePartition, now: float) -> None:
         self.part = part
         self.stream_time: int | None = None
         self.closing_at: dict[int, set[bytes]] = {}  # end + grace -> windows still open
@@ -185,7 +184,7 @@ class _PartitionWindows:
         self.written_time: int | None = None  # the stream time the table holds (set at checkpoints)
         self.expiring_at: dict[int, set[bytes]] = {}  # start + expires -> windows still stored
         self.closed: list[bytes] = []  # closed since the last checkpoint: emitted at it
-        self.active_at = _clock()  # when a record last moved the stream time (close_idle_after)
+        self.active_at = now  # when a record last moved the stream time (close_idle_after; app.clock)
         self.idle_from: int | None = None  # the stream time when the partition went idle
         self.late: list[tuple[Any, str]] = []  # (message, reason) for the dead-letter topic
 
@@ -261,7 +260,7 @@ class WindowedTable(Table):
         return state
 
     def _new_state(self, part: TablePartition) -> _PartitionWindows:
-        return _PartitionWindows(part)
+        return _PartitionWindows(part, self.app.clock.monotonic())
 
     def _track_stored(self, state: _PartitionWindows, key_bytes: bytes) -> None:
         self._track(state, key_bytes, split_window_key(key_bytes)[1])
@@ -307,7 +306,7 @@ class WindowedTable(Table):
         user, part = self._locate_key(key, writing=True)
         state = self._state_of(part)
         if advance:
-            state.active_at, state.idle_from = _clock(), None
+            state.active_at, state.idle_from = self.app.clock.monotonic(), None
             if state.stream_time is None or ts > state.stream_time:
                 state.stream_time = ts  # into the table at the checkpoint (take_changes)
         return state, state.stream_time if state.stream_time is not None else ts, user
@@ -406,7 +405,7 @@ class WindowedTable(Table):
         idle_after = self.window.close_idle_after
         if idle_after is None or state.stream_time is None:
             return
-        idle_ms = round((_clock() - state.active_at) * 1000)
+        idle_ms = round((self.app.clock.monotonic() - state.active_at) * 1000)
         if idle_ms < idle_after:
             return
         if state.idle_from is None:
@@ -458,8 +457,6 @@ class WindowedTable(Table):
 
 
 
-def _wall_ms() -> int:
-    return round(time.time() * 1000)
-
-
-_clock = time.monotonic  # idle detection (tests replace it)
+def _wall_ms(clock: Any) -> int:
+    """``clock``'s time (the app's: virtual in tests) in ms."""
+    return round(clock.time() * 1000)

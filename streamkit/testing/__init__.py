@@ -1,4 +1,7 @@
-"""Test helpers: a pytest plugin (broker fixture, capability probe), topic readers, waiting."""
+"""Test helpers: ``TestDriver`` (an app on the in-memory broker and a virtual clock), topic
+readers, waiting; the pytest fixtures ``app`` and ``test_driver`` come with the package's
+pytest plugin (streamkit/pytest_fixtures.py)."""
+from .driver import SentRecord, TestDriver, VirtualClock
 from .helpers import read_topic, wait_for
 
-__all__ = ["read_topic", "wait_for"]
+__all__ = ["SentRecord", "TestDriver", "VirtualClock", "read_topic", "wait_for"]

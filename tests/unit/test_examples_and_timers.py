@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 import streamkit as sk
-from streamkit.testing import wait_for
-from streamkit.timers import Clock, Timer
+from streamkit.testing import VirtualClock, wait_for
+from streamkit.timers import Timer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -46,36 +46,6 @@ async def test_wordcount_example_counts_every_word(monkeypatch, tmp_path):
         await wait_for(lambda: ex.app.runtime.tables.ready and ex.app.runtime.rebalances, 10)
         await wait_for(lambda: sum(ex.counts.values()) == ex.total(str(EXAMPLES / "sample.txt")), 10)
         assert ex.counts["the"] == 5 and ex.counts["stream"] == 3
-
-
-class VirtualClock(Clock):
-    """Time moves only when every sleeper is waiting: jumps to the earliest wake-up."""
-
-    def __init__(self, start: float) -> None:
-        self.now = start
-        self.sleepers: list[tuple[float, asyncio.Future]] = []
-
-    def time(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        fut = asyncio.get_running_loop().create_future()
-        self.sleepers.append((self.now + max(0.0, seconds), fut))
-        await fut
-
-    async def advance_to(self, until: float) -> None:
-        while True:
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-            due = min((t for t, _ in self.sleepers), default=None)
-            if due is None or due > until:
-                self.now = until
-                return
-            self.now = due
-            ready = [(t, f) for t, f in self.sleepers if t <= self.now]
-            self.sleepers = [(t, f) for t, f in self.sleepers if t > self.now]
-            for _, fut in ready:
-                fut.set_result(None)
 
 
 async def test_crontab_fires_on_schedule_in_its_timezone_and_survives_errors():

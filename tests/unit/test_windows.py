@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import streamkit as sk
 from streamkit.errors import ConfigurationError
-from streamkit.testing import wait_for
+from streamkit.testing import VirtualClock, wait_for
 from streamkit.transport.memory import MemoryBroker
 
 
@@ -285,21 +285,18 @@ async def test_the_web_view_of_a_windowed_table_lists_its_windows_and_picks_one_
         assert (await get(session, "/tables/views/a?at=soon"))[0] == 400
 
 
-async def test_close_idle_after_moves_an_idle_partitions_stream_time_with_the_wall_clock(monkeypatch):
-    import streamkit.tables.windows as windows
-
-    clock = [5000.0]
-    monkeypatch.setattr(windows, "_clock", lambda: clock[0])
+async def test_close_idle_after_moves_an_idle_partitions_stream_time_with_the_wall_clock():
     app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}",
                                                     lambda t: t.tumbling(10, close_idle_after=5))
+    app.clock = clock = VirtualClock(5000.0)  # the app's clock: idle time is measured on it
     async with app.running():
         await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
         await send_at(clicks, "a", 1001)
         await wait_for(lambda: len(seen) == 1, 10, message="one record counted")
-        clock[0] += 9  # idle 9 s: 4 s past close_idle_after, stream time 1001 + 4 < 1010
+        await clock.advance(9)  # idle 9 s: 4 s past close_idle_after, stream time 1001 + 4 < 1010
         await app.runtime.checkpoint.commit()
         assert closed == [] and final_records(app) == []
-        clock[0] += 6  # idle 15 s: stream time 1001 + 10 = 1011 closes [1000, 1010)
+        await clock.advance(6)  # idle 15 s: stream time 1001 + 10 = 1011 closes [1000, 1010)
         await app.runtime.checkpoint.commit()
         assert final_records(app) == [("a", {"start": 1000.0, "end": 1010.0, "value": 1})]
         await send_at(clicks, "a", 1005)  # behind the moved stream time: late
@@ -307,17 +304,14 @@ async def test_close_idle_after_moves_an_idle_partitions_stream_time_with_the_wa
         assert views.late_records == 1
 
 
-async def test_without_close_idle_after_an_idle_partition_keeps_its_windows_open(monkeypatch):
-    import streamkit.tables.windows as windows
-
-    clock = [5000.0]
-    monkeypatch.setattr(windows, "_clock", lambda: clock[0])
+async def test_without_close_idle_after_an_idle_partition_keeps_its_windows_open():
     app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.tumbling(10))
+    app.clock = clock = VirtualClock(5000.0)
     async with app.running():
         await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
         await send_at(clicks, "a", 1001)
         await wait_for(lambda: len(seen) == 1, 10, message="one record counted")
-        clock[0] += 3600
+        await clock.advance(3600)
         await app.runtime.checkpoint.commit()
         assert final_records(app) == [] and list(views["a"]) == [((1000.0, 1010.0), 1)]
 
