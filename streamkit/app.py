@@ -88,10 +88,24 @@ class App:
 
     # -- declarations ---------------------------------------------------------------------------
 
-    def topic(self, name: str, *, key_type: Any = None, value_type: Any = None, partitions: int | None = None,
+    def topic(self, name: str = "", *more: str, key_type: Any = None, value_type: Any = None, partitions: int | None = None,
               replicas: int | None = None, config: dict[str, str] | None = None, key_serializer: Any = None,
-              value_serializer: Any = None, internal: bool = False) -> Topic:
-        """Declare a topic; it is created at worker start if missing (and checked if present)."""
+              value_serializer: Any = None, internal: bool = False, pattern: Any = None) -> Topic:
+        """Declare a topic; it is created at worker start if missing (and checked if present).
+        Several names (Faust's ``app.topic("a", "b")``) give one agent input over all of them."""
+        if pattern is not None:
+            raise ConfigurationError(f"app.topic(pattern={pattern!r}): pattern subscriptions are not supported (the "
+                                     "worker checks every source topic's partitions when it starts): name the "
+                                     "topics, app.topic('a', 'b')")
+        if not name:
+            raise ConfigurationError("app.topic() needs a topic name")
+        if more:
+            from .topics import TopicGroup
+
+            members = [self.topic(n, key_type=key_type, value_type=value_type, partitions=partitions,
+                                  replicas=replicas, config=config, key_serializer=key_serializer,
+                                  value_serializer=value_serializer, internal=internal) for n in (name, *more)]
+            return TopicGroup(self, members)
         if name in self.topics:
             existing = self.topics[name]
             if partitions is not None and existing.partitions not in (None, partitions):
@@ -326,7 +340,8 @@ class App:
         topics = dict(self.topics)
         for agent in self.agents.values():
             if not getattr(agent.topic, "is_channel", False):  # a channel stays in process
-                topics.setdefault(agent.topic.name, agent.topic)
+                for member in agent.topic.members:
+                    topics.setdefault(member.name, member)
         for table in self.tables.values():
             if table.resolved:
                 topics[table.changelog.name] = table.changelog

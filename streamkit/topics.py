@@ -42,6 +42,11 @@ class Topic:
     def __repr__(self) -> str:
         return f"<Topic {self.name!r} key={self.key_codec.name} value={self.value_codec.name}>"
 
+    @property
+    def members(self) -> tuple["Topic", ...]:
+        """The Kafka topics this object stands for: itself (a TopicGroup: several)."""
+        return (self,)
+
     def spec(self, default_partitions: int, default_replicas: int) -> TopicSpec:
         return TopicSpec(
             self.name, self.partitions or default_partitions, self.replicas or default_replicas, self.config
@@ -137,3 +142,47 @@ class Topic:
     async def send_and_wait(self, key: Any = None, value: Any = None, **kwargs: Any) -> tuple[int, int]:
         """Send and wait until the broker acknowledged it; returns ``(partition, offset)``."""
         return delivery_position(await (await self.send(key, value, **kwargs)))
+
+
+class TopicGroup(Topic):
+    """Faust's ``app.topic("a", "b")``: one agent input over several topics (same types).
+
+    An agent reads every member through one stream; sending needs one topic, so ``send`` on a
+    group is refused (as Faust refuses ``get_topic_name()`` on it)."""
+
+    def __init__(self, app: "App", members: list[Topic]) -> None:
+        first = members[0]
+        super().__init__(app, ",".join(m.name for m in members), key_type=first.key_type,
+                         value_type=first.value_type, partitions=first.partitions)
+        self.key_codec, self.value_codec = first.key_codec, first.value_codec
+        self._members = tuple(members)
+
+    def __repr__(self) -> str:
+        return f"<TopicGroup {[m.name for m in self._members]}>"
+
+    @property
+    def members(self) -> tuple[Topic, ...]:
+        return self._members
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self._members)
+
+    def _refuse(self) -> TypeError:
+        return TypeError(f"{self!r} stands for several topics: send to one of them (app.topic({self._members[0].name!r}))")
+
+    def get_topic_name(self) -> str:
+        raise self._refuse()
+
+    async def send(self, *args: Any, **kwargs: Any) -> asyncio.Future:
+        raise self._refuse()
+
+    async def send_soon(self, *args: Any, **kwargs: Any) -> None:
+        raise self._refuse()
+
+    def try_send_soon(self, *args: Any, **kwargs: Any) -> bool:
+        raise self._refuse()
+
+    async def declare(self) -> None:
+        for member in self._members:
+            await member.declare()

@@ -107,7 +107,7 @@ def build_topology(app: "App", subscribed: Iterable[str], partitions: dict[str, 
     agents = []
     for agent in app.agents.values():
         own = sorted(agent.internal_topics())
-        reads = [agent.topic.name, *(t for t in own if t in subscribed)]
+        reads = [*(m.name for m in agent.topic.members), *(t for t in own if t in subscribed)]
         writes = [*own, *(sink.name if hasattr(sink, "name") else str(sink) for sink in agent.sinks)]
         agents.append(AgentNode(agent.name, agent.topic.name, tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))))
     tables = tuple(TableNode(t.name, t.partitions, t.changelog.name, t.store_url, t.is_global)

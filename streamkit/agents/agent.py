@@ -67,7 +67,8 @@ class Agent:
     def _subscriber(self, topic: "Topic") -> Subscriber:
         assert self._runtime is not None
         subscriber = Subscriber(f"{self.name}:{topic.name}", self._runtime.conf.stream_buffer_batches)
-        self._runtime.router.subscribe(topic, subscriber)
+        for member in topic.members:  # app.topic("a", "b"): one stream over both
+            self._runtime.router.subscribe(member, subscriber)
         return subscriber
 
     def start(self, runtime: "Runtime") -> None:
@@ -226,7 +227,7 @@ class Agent:
     def _partitions(self, source: Stream) -> int:
         """A repartition topic has as many partitions as its source (as the broker has it)."""
         if self._runtime is not None:
-            return self._runtime.partition_count(source.topic.name)
+            return self._runtime.partition_count(source.topic.members[0].name)
         return source.topic.partitions or self.app.conf.topic_partitions
 
     def _forwarding_stream(self, source: Stream, topic_name: str, key_of: Callable[[Event], Any], *,

@@ -63,6 +63,9 @@ def check_runnable(agent: "Agent") -> None:
     what = f"agent {agent.name!r} cannot run on Spark"
     if getattr(agent.topic, "is_channel", False):
         raise SparkUnsupported(f"{what}: it reads {agent.topic.name}, an in-process channel; Spark reads topics")
+    if len(agent.topic.members) > 1:
+        raise SparkUnsupported(f"{what}: it reads several topics ({agent.topic.name}); on Spark an agent reads one "
+                               "topic: declare one agent per topic")
     if agent.fold is None and not agent.per_record and not inspect.isasyncgenfunction(fun):
         raise SparkUnsupported(f"{what}: it is a coroutine, so everything it does is a side effect; "
                                "make it an async generator that yields its outputs to sinks")

@@ -180,3 +180,30 @@ async def test_topic_declare_creates_the_topic_now(tmp_path):
     await topic.declare()  # existing: checked, not recreated
     with pytest.raises(faust.TopicMismatch, match="exists with 3 partitions but is declared with 5"):
         await faust.Topic(app, "declared-now", partitions=5).declare()
+
+
+async def test_one_agent_reads_several_topics_declared_together(tmp_path):
+    app = make_app(f"multi-{uuid.uuid4().hex[:6]}", tmp_path)
+    both = app.topic("orders-eu", "orders-us", key_type=str, value_type=int, partitions=2)
+    totals = app.Table("totals", default=int)
+    seen: list[tuple[str, int]] = []
+
+    @app.agent(both)
+    async def total(stream):
+        async for event in stream.events():
+            totals[event.key] += event.value
+            seen.append((event.topic, event.value))
+
+    assert both.topics == ("orders-eu", "orders-us") and {"orders-eu", "orders-us"} <= {t.name for t in app.all_topics()}
+    with pytest.raises(TypeError, match="several topics: send to one of them"):
+        await both.send(key="k", value=1)
+    with pytest.raises(faust.ConfigurationError, match="name the topics"):
+        app.topic(pattern="^orders-.*")
+    async with app.running():
+        await app.send("orders-eu", key="k", value=5)
+        await app.send("orders-us", key="k", value=7)
+        await wait_for(lambda: len(seen) == 2, 10, message="both topics read")
+        assert sorted(seen) == [("orders-eu", 5), ("orders-us", 7)] and totals["k"] == 12
+        topology = app.runtime.topology
+        [node] = topology.agents
+        assert node.reads[:2] == ("orders-eu", "orders-us") and set(topology.copartitioned) >= {"orders-eu", "orders-us"}
