@@ -162,6 +162,7 @@ class App:
 
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
               sink: Iterable[Any] | None = None, key_type: Any = None, value_type: Any = None,
+              isolated_partitions: bool = False, supervisor_strategy: Any = None, use_reply_headers: bool = True,
               _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
         plain ``def fn(value)`` whose result (unless None) goes to the sinks.
@@ -169,6 +170,16 @@ class App:
         Without a channel the agent gets its own topic ``<app-id>-<name>``, typed by ``key_type``
         and ``value_type`` as in Faust (``@app.agent(value_type=str)``).
         """
+        if isolated_partitions:
+            raise ConfigurationError("@app.agent(isolated_partitions=True) is not supported: one stream per agent "
+                                     "instance reads its partitions, each in order; keep per-partition state in a "
+                                     "table (co-partitioned with the topic), or use concurrency=")
+        if supervisor_strategy is not None:
+            raise ConfigurationError("@app.agent(supervisor_strategy=...) is not supported: a failing agent is "
+                                     "restarted alone, agent_retries times per record, then the error policy applies")
+        if not use_reply_headers:
+            raise ConfigurationError("@app.agent(use_reply_headers=False) is not supported: ask() replies are routed "
+                                     "by headers")
         if channel is not None and (key_type is not None or value_type is not None):
             raise ConfigurationError("@app.agent(channel, key_type=/value_type=): the types belong to the channel; "
                                      "declare them on app.topic(...) (or leave the channel out)")

@@ -136,3 +136,25 @@ def test_tee_and_combine_are_refused_with_what_to_do():
         stream.tee()
     with pytest.raises(NotImplementedError, match="one agent per topic"):
         stream.combine()
+
+
+async def test_take_with_timestamp_and_refused_agent_options():
+    app = memory_app()
+    events = app.topic("events", partitions=1)
+    got = []
+
+    @app.agent(events)
+    async def batch(stream):
+        async for values in stream.take_with_timestamp(2, within=0.2, timestamp_field_name="ts"):
+            got.append(values)
+
+    for option, reason in (({"isolated_partitions": True}, r"isolated_partitions=True\) is not supported"),
+                           ({"supervisor_strategy": object()}, "restarted alone"),
+                           ({"use_reply_headers": False}, "routed by headers")):
+        with pytest.raises(faust.ConfigurationError, match=reason):
+            app.agent(events, **option)
+    async with app.running():
+        await events.send(value={"n": 1}, timestamp=1000.5)
+        await events.send(value={"n": 2}, timestamp=1001.0)
+        await wait_for(lambda: got, 10, message="one batch")
+    assert got[0] == [{"n": 1, "ts": 1000.5}, {"n": 2, "ts": 1001.0}]
