@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .codecs import Codec, codec_for
@@ -9,6 +10,17 @@ from .transport.base import Headers, TopicSpec, delivery_position
 
 if TYPE_CHECKING:
     from .app import App
+
+
+@dataclass
+class PendingMessage:
+    """What sensors' ``on_send_initiated`` get (Faust's PendingMessage): the record about to be
+    sent; a sensor may add ``headers`` (trace context), which go out with it."""
+
+    topic: str
+    key: Any
+    value: Any
+    headers: list[tuple[str, bytes]]
 
 
 class Topic:
@@ -102,9 +114,10 @@ class Topic:
                            headers: Any, ts: int | None, partition: int | None) -> asyncio.Future:
         """A send the app's sensors hear of: ``on_send_initiated``, then ``_completed`` or ``_error``."""
         sensors, producer = self.app.sensors, self.app.runtime.producer if self.app.runtime is not None else None
-        states = sensors.call("on_send_initiated", producer, self.name, (key, value), len(key_bytes or b""),
+        message = PendingMessage(self.name, key, value, list(headers or []))
+        states = sensors.call("on_send_initiated", producer, self.name, message, len(key_bytes or b""),
                               len(value_bytes or b""))
-        fut = await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts,
+        fut = await self.app.send_raw(self.name, key_bytes, value_bytes, headers=message.headers or None, timestamp=ts,
                                       partition=partition)
 
         def done(f: asyncio.Future) -> None:

@@ -40,7 +40,7 @@ class Recorder(faust.Sensor):
         self.calls.append(("table_del", table.name, key))
 
     def on_send_initiated(self, producer, topic, message, keysize, valsize):
-        self.calls.append(("send", topic, message, keysize, valsize))
+        self.calls.append(("send", topic, (message.key, message.value), keysize, valsize))
         return topic
 
     def on_send_completed(self, producer, state, metadata):
