@@ -46,7 +46,7 @@ def setup_logging(level: str) -> None:
 
 @click.group(cls=CommandsOfTheApp)
 @click.version_option(__version__, prog_name="streamkit")
-@click.option("-A", "--app", "app_spec", default=None,
+@click.option("-A", "--app", "app_spec", default=None, is_eager=True,  # before --help: it lists the app's commands
               help="The app, as module:attribute (here, as Faust takes it, or after the command).")
 @click.pass_context
 def cli(ctx: click.Context, app_spec: str | None) -> None:

@@ -57,6 +57,8 @@ def test_streamkit_dash_a_app_runs_the_app_s_command_and_its_sends_arrive(script
     assert sorted(orjson.loads(m.value) for part in log for m in part) == [5, 6]
     helped = CliRunner().invoke(cli, ["-A", f"{script}:app", "produce", "--help"])
     assert "Send COUNT numbers." in helped.output and "--count INTEGER" in helped.output
+    listed = CliRunner().invoke(cli, ["-A", f"{script}:app", "--help"])  # the app's commands among streamkit's
+    assert listed.exit_code == 0 and "produce" in listed.output and "worker" in listed.output
 
 
 def test_a_command_s_configuration_error_is_one_line(script):
