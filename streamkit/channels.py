@@ -35,6 +35,11 @@ class Channel:
     """An agent input that stays in this process (module docstring)."""
 
     is_channel = True
+
+    @property
+    def members(self) -> tuple["Channel", ...]:
+        """What an agent reading it subscribes to: the channel itself (topics: their Kafka topics)."""
+        return (self,)
     partitions = 1
 
     def __init__(self, app: "App", *, name: str | None = None, key_type: Any = None, value_type: Any = None,

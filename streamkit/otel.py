@@ -54,7 +54,7 @@ class OpenTelemetrySensor(Sensor):
                                                description="Time an agent spent on a record")
 
     def on_stream_event_in(self, tp: Any, offset: int, stream: Any, event: Any) -> Any:
-        parent = propagate.extract(event.headers, getter=_GETTER)
+        parent = propagate.extract(event.message.headers, getter=_GETTER)
         agent = getattr(getattr(stream, "owner", None), "name", None)
         span = self.tracer.start_span(f"process {tp.topic}", context=parent, kind=SpanKind.CONSUMER, attributes={
             "messaging.system": "kafka", "messaging.operation.type": "process", "messaging.destination.name": tp.topic,

@@ -247,7 +247,7 @@ class Agent:
 
         async def forward(stream: Stream) -> None:
             async for event in stream.events():
-                await target.send_soon(key=key_of(event), value=event.value, headers=event.headers or None)
+                await target.send_soon(key=key_of(event), value=event.value, headers=event.message.headers or None)
 
         self._forwarders.append(asyncio.create_task(self._supervise(source, body=forward), name=f"forward:{topic_name}"))
         subscriber = self._internal_subscribers.get(topic_name)

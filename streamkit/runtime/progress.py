@@ -42,8 +42,10 @@ class Event:
         self.message = message
 
     @property
-    def headers(self) -> Any:
-        return self.message.headers
+    def headers(self) -> dict[str, bytes]:
+        """The record's headers as a dict, as Faust's ``event.headers`` (a repeated name keeps
+        its last value; ``event.message.headers`` is the list of pairs)."""
+        return dict(self.message.headers or ())
 
     @property
     def topic(self) -> str:
@@ -59,7 +61,8 @@ class Event:
 
     @property
     def timestamp(self) -> int | None:
-        return self.message.timestamp
+        """The broker's timestamp in ms (``event.message.timestamp`` is seconds, as in Faust)."""
+        return self.message.timestamp_ms
 
     async def forward(self, channel: Any, key: Any = _SAME, value: Any = _SAME, *, partition: int | None = None,
                       headers: Any = _SAME) -> Any:
@@ -87,7 +90,8 @@ class Event:
         return stream.ack(self)
 
     def header(self, name: str) -> bytes | None:
-        for key, value in self.headers:
+        """The first value of header ``name`` (None when absent)."""
+        for key, value in self.message.headers or ():
             if key == name:
                 return value
         return None

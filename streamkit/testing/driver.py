@@ -203,7 +203,7 @@ class TestDriver:
         for part in self.broker.logs.get(target.name, []):
             for m in part:
                 out.append(SentRecord(target.key_codec.decode(m.key), target.value_codec.decode(m.value), m.partition,
-                                      m.offset, m.timestamp / 1000, list(m.headers or [])))
+                                      m.offset, m.timestamp, list(m.headers or [])))
         return out
 
     def table(self, name: str) -> Any:

@@ -76,7 +76,7 @@ def delivery_position(result: Any) -> tuple[int, int]:
 class Message:
     """One record as fetched from the broker (raw bytes, nothing decoded)."""
 
-    __slots__ = ("topic", "partition", "offset", "key", "value", "headers", "timestamp")
+    __slots__ = ("topic", "partition", "offset", "key", "value", "headers", "timestamp_ms")
 
     def __init__(
         self,
@@ -94,7 +94,13 @@ class Message:
         self.key = key
         self.value = value
         self.headers = headers or []
-        self.timestamp = timestamp
+        self.timestamp_ms = timestamp  # the broker's, in ms
+
+    @property
+    def timestamp(self) -> float | None:
+        """In seconds, as Faust's ``message.timestamp`` (``timestamp_ms`` is the broker's ms)."""
+        stamp = self.timestamp_ms
+        return None if stamp is None else stamp / 1000
 
     def __repr__(self) -> str:
         return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"

@@ -92,8 +92,14 @@ class FetchedMessage:
         return self._raw.headers() or []
 
     @property
-    def timestamp(self) -> int | None:
+    def timestamp_ms(self) -> int | None:
         return self._raw.timestamp()[1]
+
+    @property
+    def timestamp(self) -> float | None:
+        """In seconds, as Faust's ``message.timestamp``."""
+        stamp = self._raw.timestamp()[1]
+        return None if stamp is None else stamp / 1000
 
     def __repr__(self) -> str:
         return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
