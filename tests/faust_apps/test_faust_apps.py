@@ -37,6 +37,8 @@ def test_word_count_counts_every_word_and_serves_counts(broker_address, tmp_path
         wait_until(lambda: served() == {word: {word: n} for word, n in expected.items()}, 60,
                    "every word's count served at /count/<word>/")
         assert expected["the" + unique] == 3
+        # the app's sensor heard each event its agents took: 3 posts and their 16 words
+        assert worker.get("/sensor/") == (200, {"events": 3 + sum(expected.values())})
     finally:
         assert worker.stop() == 0
 

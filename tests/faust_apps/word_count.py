@@ -43,6 +43,26 @@ async def get_count(web, request, word):
     return web.json({word: word_counts[word]})
 
 
+class EventCounter(faust.Sensor):
+    """Counts the events this worker's agents take (Faust's Sensor API)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.events = 0
+
+    def on_stream_event_in(self, tp, offset, stream, event):
+        self.events += 1
+
+
+event_counter = EventCounter()
+app.sensors.add(event_counter)
+
+
+@app.page("/sensor/")
+async def sensor_view(web, request):
+    return web.json({"events": event_counter.events})
+
+
 @app.command(option("--tag", default="", help="Suffix that makes this run's words unique."))
 async def produce(self, tag):
     for sentence in SENTENCES:

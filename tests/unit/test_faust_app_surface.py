@@ -140,10 +140,12 @@ async def test_app_stream_event_forward_and_send_table_helpers(tmp_path):
     doubled = app.topic("doubled", key_type=str, value_type=int)
     totals = app.Table("totals", default=int)
     seen: list[int] = []
+    stamps: list[tuple] = []
 
     @app.agent(source)
     async def relay(stream):
         async for event in stream.events():
+            stamps.append((event.headers, event.message.timestamp, event.timestamp))
             await event.forward(copies, headers=[("via", b"relay")])
             await event.send(doubled, value=event.value * 2)
             totals[event.key] += event.value
@@ -154,9 +156,11 @@ async def test_app_stream_event_forward_and_send_table_helpers(tmp_path):
     with pytest.raises(faust.ConfigurationError, match="read by an agent"):
         app.stream(source)
     async with app.running():
-        await app.send(source, key="k", value=5)
+        await app.send(source, key="k", value=5, headers=[("h", b"1"), ("h", b"2")], timestamp=1234.5)
         await app.send("source", key="k", value=7)
         await wait_for(lambda: seen == [5, 7], 10, message="both records relayed")
+        # Faust's types: headers a dict (the last of a repeated name), message.timestamp in seconds
+        assert stamps[0] == ({"h": b"2"}, 1234.5, 1234500)
         await app.flush()
         broker = MemoryBroker.named(app.conf.broker.split("://", 1)[1])
         copied = [m for part in broker.logs["copies"] for m in part]
