@@ -215,21 +215,23 @@ class App:
 
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
-              help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None) -> Any:
+              help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, **faust_only: Any) -> Any:
         """A changelog-backed dict, co-partitioned with the topics whose records write to it;
         ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py)."""
         from .tables.table import Table
 
+        _refuse_table_options(name, faust_only)
         table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
         table.on_window_close = on_window_close
         return table
 
     def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                     value_type: Any = None, partitions: int | None = None, store: str | None = None,
-                    help: str = "") -> Any:
+                    help: str = "", **faust_only: Any) -> Any:
         """A table every worker holds in full, kept current from its changelog."""
         from .tables.table import GlobalTable
 
+        _refuse_table_options(name, faust_only)
         return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help)
 
     def _add_table(self, cls: Any, name: str, default: Any, key_type: Any, value_type: Any, partitions: Any,
@@ -588,6 +590,29 @@ def import_app(spec: str) -> App:
     if not isinstance(app, App):
         raise ConfigurationError(f"{spec!r} is not a streamkit App")
     return app
+
+
+_FAUST_TABLE_OPTIONS = {
+    "use_partitioner": "a table is written from the record of the key's partition: re-key the stream with "
+                       "group_by (or use app.GlobalTable)",
+    "is_global": "declare it with app.GlobalTable(...)",
+    "window": "make it windowed with .tumbling(size)/.hopping(size, step)/.session(gap)/.sliding(size)",
+    "changelog_topic": "the changelog is <app-id>-<table>-changelog (table.changelog_topic)",
+    "extra_topic_configs": "create the changelog topic yourself with its configs before the first start",
+    "recovery_buffer_size": "recovery applies the changelog in the driver's fetch batches",
+    "standby_buffer_size": "standbys apply the changelog in the driver's fetch batches",
+    "recover_callbacks": "use app.on_partitions_assigned (recovery is complete when /ready answers 200)",
+}
+
+
+def _refuse_table_options(name: str, given: dict[str, Any]) -> None:
+    """Faust's table options streamkit does not take: refused with the way, never ignored."""
+    for option, value in given.items():
+        why = _FAUST_TABLE_OPTIONS.get(option)
+        if why is None:
+            raise TypeError(f"app.Table({name!r}) got an unexpected keyword argument {option!r}")
+        if value not in (None, False):
+            raise ConfigurationError(f"app.Table({name!r}, {option}=...) is not supported: {why}")
 
 
 class FlowControl:

@@ -156,13 +156,28 @@ class Agent:
 
     # -- sending to the agent -------------------------------------------------------------------
 
-    async def send(self, key: Any = None, value: Any = None, *, headers: Any = None, partition: int | None = None) -> asyncio.Future:
-        """Queue a record for this agent's topic; await the future for delivery."""
-        return await self.topic.send(key=key, value=value, headers=headers, partition=partition)
+    async def send(self, key: Any = None, value: Any = None, *, headers: Any = None, partition: int | None = None,
+                   timestamp: float | None = None, callback: Callable[[Any], Any] | None = None,
+                   **faust_only: Any) -> asyncio.Future:
+        """Queue a record for this agent's topic; await the future for delivery (Faust's
+        ``callback(future)`` runs once it is delivered or failed)."""
+        _refuse_options("send", faust_only)
+        fut = await self.topic.send(key=key, value=value, headers=headers, partition=partition, timestamp=timestamp)
+        if fut is None:  # a channel: handed over in process already
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_result(None)
+        if callback is not None:
+            fut.add_done_callback(callback)
+        return fut
 
-    async def cast(self, value: Any = None, *, key: Any = None, headers: Any = None) -> None:
+    async def cast(self, value: Any = None, *, key: Any = None, headers: Any = None, partition: int | None = None,
+                   timestamp: float | None = None, **faust_only: Any) -> None:
         """Fire and forget (delivery is still checked at the next checkpoint's flush)."""
-        await self.topic.send_soon(key=key, value=value, headers=headers)
+        _refuse_options("cast", faust_only)
+        if timestamp is not None:
+            await self.topic.send(key=key, value=value, headers=headers, partition=partition, timestamp=timestamp)
+            return
+        await self.topic.send_soon(key=key, value=value, headers=headers, partition=partition)
 
     async def ask(self, value: Any = None, *, key: Any = None, timeout: float = 30.0, reply_type: Any = None) -> Any:
         """Send a request and wait for the value the agent yields while processing it."""
@@ -256,3 +271,22 @@ class Agent:
         stream = Stream(subscriber, topic=topic, owner=self)
         self._repartitions[cache_key] = stream
         return stream
+
+
+_FAUST_SEND_OPTIONS = {
+    "key_serializer": "the codecs are the topic's: declare key_type/key_serializer on app.topic(...)",
+    "value_serializer": "the codecs are the topic's: declare value_type/value_serializer on app.topic(...)",
+    "reply_to": "use agent.ask(), which names the app's reply topic",
+    "correlation_id": "use agent.ask(), which correlates the reply",
+    "force": "every send goes out at once (buffered by the client, flushed at each checkpoint)",
+}
+
+
+def _refuse_options(method: str, given: dict[str, Any]) -> None:
+    """Faust's send options streamkit does not take: a TypeError naming the way, never ignored."""
+    for name, value in given.items():
+        why = _FAUST_SEND_OPTIONS.get(name)
+        if why is None:
+            raise TypeError(f"agent.{method}() got an unexpected keyword argument {name!r}")
+        if value not in (None, False):
+            raise TypeError(f"agent.{method}({name}=...) is not supported: {why}")

@@ -211,3 +211,14 @@ async def test_one_agent_reads_several_topics_declared_together(tmp_path):
         topology = app.runtime.topology
         [node] = topology.agents
         assert node.reads[:2] == ("orders-eu", "orders-us") and set(topology.copartitioned) >= {"orders-eu", "orders-us"}
+
+
+def test_fausts_table_options_are_refused_with_the_way(tmp_path):
+    app = make_app("table-options", tmp_path)
+    assert app.Table("plain", default=int, use_partitioner=False) is not None  # Faust's default value: accepted
+    for option, value, why in (("use_partitioner", True, "group_by"), ("window", object(), ".tumbling"),
+                               ("changelog_topic", "x", "table.changelog_topic")):
+        with pytest.raises(faust.ConfigurationError, match=why):
+            app.Table(f"t-{option}", **{option: value})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        app.GlobalTable("g", colour="red")

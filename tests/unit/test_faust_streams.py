@@ -158,3 +158,26 @@ async def test_take_with_timestamp_and_refused_agent_options():
         await events.send(value={"n": 2}, timestamp=1001.0)
         await wait_for(lambda: got, 10, message="one batch")
     assert got[0] == [{"n": 1, "ts": 1000.5}, {"n": 2, "ts": 1001.0}]
+
+
+async def test_agent_send_and_cast_take_fausts_options_or_name_the_way():
+    app = memory_app()
+    numbers = app.topic("numbers", value_type=int, partitions=1)
+    seen = []
+
+    @app.agent(numbers)
+    async def collect(stream):
+        async for event in stream.events():
+            seen.append((event.value, event.message.timestamp))
+
+    delivered = []
+    async with app.running():
+        fut = await collect.send(value=1, timestamp=100.0, callback=delivered.append)
+        await fut
+        await collect.cast(2, timestamp=200.0)
+        await wait_for(lambda: len(seen) == 2, 10, message="both records")
+        assert delivered == [fut] and seen == [(1, 100.0), (2, 200.0)]
+        with pytest.raises(TypeError, match="reply_to=...\\) is not supported: use agent.ask"):
+            await collect.send(value=3, reply_to="elsewhere")
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+            await collect.cast(3, colour="red")
