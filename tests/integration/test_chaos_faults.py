@@ -1,9 +1,25 @@
 """Fault-injection runs the dev broker allows (it loses everything on restart, so no outage
 scenario here; see docs/reliability.md for the full matrix on Apache Kafka): malformed records
 mixed into the input, and the broker frozen (SIGSTOP/SIGCONT, like a network partition)."""
+import shutil
+from pathlib import Path
+
 import pytest
 
 from tests.chaos.run import BrokerControl, run
+
+KEPT = Path(__file__).resolve().parents[2] / "chaos-failures"
+
+
+def kept(summary, workdir: Path) -> str:
+    """A failed run's worker logs, copied where pytest's temp-dir pruning cannot remove them."""
+    if summary.ok:
+        return ""
+    target = KEPT / workdir.name
+    target.mkdir(parents=True, exist_ok=True)
+    for log in workdir.glob("*.log"):  # not the workers' data directories
+        shutil.copy2(log, target / log.name)
+    return f" (worker logs kept in {target})"
 
 
 @pytest.mark.parametrize("driver,guarantee", [("aiokafka", "at_least_once"), ("confluent", "exactly_once")])
@@ -12,7 +28,7 @@ def test_malformed_records_all_dead_lettered_good_ones_unaffected(broker_address
                   workers=2, workdir=tmp_path, seed=1)
     print("\n" + summary.line())
     assert summary.malformed == 1000
-    assert summary.ok, summary.line() + f" (worker logs in {tmp_path})"
+    assert summary.ok, summary.line() + kept(summary, tmp_path)
 
 
 @pytest.mark.parametrize("driver", ["aiokafka", "confluent"])
@@ -21,4 +37,4 @@ def test_a_frozen_broker_is_waited_out_at_least_once(broker_address, broker_pid,
                   records=6000, workers=2, control=BrokerControl(pid=broker_pid), workdir=tmp_path, seed=2)
     print("\n" + summary.line())
     assert summary.faults == 1
-    assert summary.ok, summary.line() + f" (worker logs in {tmp_path})"
+    assert summary.ok, summary.line() + kept(summary, tmp_path)
