@@ -40,6 +40,7 @@ class App:
         self.timers: list[Timer] = []
         self.tables: dict[str, Any] = {}
         self.pages: list[tuple[str, Any]] = []
+        self.joins: list[Any] = []  # joins declared (streamkit/joins): the topology shows and checks them
         self.commands: dict[str, Any] = {}  # @app.command: click commands (cli/app_commands.py)
         self.replies = Replies(self)
         self.background = Background()  # @app.task, @app.service
@@ -215,12 +216,23 @@ class App:
 
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
-              help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, **faust_only: Any) -> Any:
+              help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, history: Any = None,
+              **faust_only: Any) -> Any:
         """A changelog-backed dict, co-partitioned with the topics whose records write to it;
-        ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py)."""
+        ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py);
+        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py)."""
         from .tables.table import Table
 
         _refuse_table_options(name, faust_only)
+        if history is not None:
+            from functools import partial
+
+            from .joins.versioned import VersionedTable
+
+            table = self._add_table(partial(VersionedTable, history=history), name, default, key_type, value_type,
+                                    partitions, store, help)
+            table.on_window_close = on_window_close
+            return table
         table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
         table.on_window_close = on_window_close
         return table
@@ -397,14 +409,18 @@ class App:
         sources agree on; sources that disagree, or a declared count none of them has, raise a
         ConfigurationError saying what to change (``tables.table.resolve_partitions``).
         """
+        from .joins.checks import check_joins, check_table_joins
         from .tables.table import resolve_partitions
 
+        check_joins(self.joins, {name: counts.get(name) or (self.topics[name].partitions if name in self.topics else None)
+                                 or self.conf.topic_partitions for j in self.joins for name in j.streams})
         sources = {}
         for name in self.copartition_group(subscribed):
             topic = self.topics.get(name)
             sources[name] = counts.get(name) or (topic.partitions if topic is not None else None) \
                 or self.conf.topic_partitions
         resolve_partitions(self.tables.values(), sources)
+        check_table_joins(self.joins)
         for table in self.tables.values():
             if table.declared_partitions is None and not table.is_global:
                 log.info("table %r has %d partitions, as its source topics (%s)", table.name, table.partitions,

@@ -54,6 +54,20 @@ class Topic:
     def __repr__(self) -> str:
         return f"<Topic {self.name!r} key={self.key_codec.name} value={self.value_codec.name}>"
 
+    def join(self, other: "Topic", *, within: Any = None, before: Any = None, after: Any = None, grace: Any = 0,
+             how: str = "inner", name: str | None = None) -> Any:
+        """A windowed stream-stream join of this topic (left) with ``other`` (right), as an
+        agent's input: its stream gives ``(left, right)`` for records with the same key at most
+        ``within`` apart (streamkit/joins/windowed.py). ``how``: inner, left or outer."""
+        from .joins.windowed import JoinWindows, WindowJoin
+        from .tables.table import Table
+
+        if isinstance(other, Table):
+            raise TypeError(f"a stream-table join runs in the agent: `async for value, found in "
+                            f"stream.join({other.name!r} table)`; topic.join() joins two topics within a time window")
+        return WindowJoin(self.app, self, other, JoinWindows(within, before=before, after=after, grace=grace), how,
+                          name=name)
+
     @property
     def members(self) -> tuple["Topic", ...]:
         """The Kafka topics this object stands for: itself (a TopicGroup: several)."""

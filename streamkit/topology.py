@@ -46,6 +46,8 @@ class Topology:
     internal: tuple[str, ...]  # leader, replies, cluster, dead letters
     timers: tuple[str, ...]
     pages: tuple[str, ...]
+    joins: tuple[str, ...] = ()  # each join, described (streamkit/joins)
+    table_joins: tuple[tuple[str, str, str], ...] = ()  # (left, right, joined) table names
 
     @property
     def subscribed(self) -> list[str]:
@@ -69,6 +71,8 @@ class Topology:
             kind = "global table" if table.is_global else "table"
             lines.append(f"  {kind} {table.name} [{table.partitions}] store {table.store} "
                          f"changelog {table.changelog}")
+        for join in self.joins:
+            lines.append(f"  {join}")
         for name in self.timers:
             lines.append(f"  timer {name}")
         for path in self.pages:
@@ -97,6 +101,10 @@ class Topology:
         for table in self.tables:
             t = node(f"table {table.name}", ("[(", ")]"))
             out.append(f"  {t} -.-> {node(table.changelog, ('([', '])'))}")
+        for left, right, joined in self.table_joins:
+            j = node(f"table {joined}", ("[(", ")]"))
+            for side in (left, right):
+                out.append(f"  {node(f'table {side}', ('[(', ')]'))} -- join --> {j}")
         return "\n".join(out)
 
 
@@ -122,4 +130,6 @@ def build_topology(app: "App", subscribed: Iterable[str], partitions: dict[str, 
         internal=internal,
         timers=tuple(t.name for t in app.timers),
         pages=tuple(path for path, _ in app.pages),
+        joins=tuple(join.describe() for join in app.joins),
+        table_joins=tuple((j.left.name, j.right.name, j.name) for j in app.joins if not j.streams),
     )

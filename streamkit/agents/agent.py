@@ -77,8 +77,9 @@ class Agent:
             subscriber = self.topic.subscriber(self.name)  # type: ignore[attr-defined]
         else:
             subscriber = self._subscriber(self.topic)
+        make_stream = getattr(self.topic, "make_stream", None)  # a windowed join's input: pairs
         for i in range(self.concurrency):
-            stream = Stream(subscriber, topic=self.topic, owner=self)
+            stream = make_stream(subscriber, self) if make_stream else Stream(subscriber, topic=self.topic, owner=self)
             self._tasks.append(asyncio.create_task(self._supervise(stream), name=f"agent:{self.name}:{i}"))
 
     async def stop(self) -> None:

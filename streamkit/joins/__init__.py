@@ -1,0 +1,8 @@
+"""Joins: stream-table and stream-GlobalTable lookups (lookup.py, as-of with versioned.py),
+table-table joins (tables.py) and windowed stream-stream joins (windowed.py); docs/joins.md."""
+from .lookup import JoinNotCopartitioned
+from .tables import JoinedTable
+from .versioned import VersionedTable
+from .windowed import JoinWindows, WindowJoin
+
+__all__ = ["JoinNotCopartitioned", "JoinWindows", "JoinedTable", "VersionedTable", "WindowJoin"]

@@ -1,0 +1,320 @@
+"""Windowed stream-stream joins: ``orders.join(payments, within=timedelta(minutes=5))`` is an
+agent input whose stream yields ``(order, payment)`` for every pair with the same key whose
+timestamps are close enough; Kafka Streams' semantics after KIP-633.
+
+Time: a left record at ``t`` pairs with right records in ``[t - before, t + after]`` (``within``
+sets both). Each partition keeps a stream time ``S``, the largest timestamp either side carried;
+a record with ``t < S - grace`` is late: dropped and counted (``late_records``), never joined.
+A left record is kept until ``S > t + after + grace`` (no record still accepted can pair with it
+after that), a right record until ``S > t + before + grace``. ``how="left"``/``"outer"`` give
+``(left, None)``/``(None, right)`` for a record that paired with nothing, when it is dropped from
+the buffer: after its window closed, never early, never after it paired (no spurious nulls).
+
+State: both sides' records wait in one internal table (RocksDB or memory, with a changelog, so
+it is checkpointed with the offsets, in the exactly-once transaction, and recovered): the store
+key is the record's key bytes (length-prefixed), its side, timestamp and offset; the value its
+bytes as received plus whether it paired. An index of (key, timestamp) per partition is kept in
+memory and rebuilt from the store after an assignment, a recovery or a rolled-back checkpoint.
+Both topics must have the same partition count and keys serialised alike (checked at start).
+"""
+from __future__ import annotations
+
+import heapq
+import logging
+import struct
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
+
+from ..codecs import RawCodec
+from ..errors import ConfigurationError
+from ..streams.stream import Stream
+from ..tables.table import DELETED, Table, TablePartition
+from ..tables.values import TableEntries
+from ..topics import Topic, TopicGroup
+from ..transport.partitioner import partition_for_key
+
+if TYPE_CHECKING:
+    from ..app import App
+
+log = logging.getLogger("streamkit.joins")
+
+WINDOW_HOWS = ("inner", "left", "outer")
+LEFT, RIGHT = 0, 1
+STREAM_TIME_KEY = b"\xff\xff\xff\xff"  # never a record key: no key is 4 GiB long
+_LENGTH = struct.Struct(">I")
+_TAIL = struct.Struct(">BQq")  # side, timestamp (sign-flipped), offset
+_TIME = struct.Struct(">q")
+_SIGN = 1 << 63
+PAIRED, UNPAIRED = b"\x01", b"\x00"
+
+
+def _ms(value: Any, what: str) -> int:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 0:
+        raise ConfigurationError(f"{what} must not be negative, got {value!r}")
+    return round(seconds * 1000)
+
+
+class JoinWindows:
+    """How close two records' timestamps must be: ``within`` either way, or ``before``/``after``
+    (how far a right record may precede/follow a left one); ``grace``: how far behind the stream
+    time a record may arrive and still join."""
+
+    def __init__(self, within: Any = None, *, before: Any = None, after: Any = None, grace: Any = 0) -> None:
+        if within is None and (before is None or after is None):
+            raise ConfigurationError("a windowed join needs within= (or both before= and after=)")
+        self.before = _ms(within if before is None else before, "before")
+        self.after = _ms(within if after is None else after, "after")
+        self.grace = _ms(grace, "grace")
+
+    def describe(self) -> str:
+        span = (f"within {self.before / 1000:g}s" if self.before == self.after
+                else f"{self.before / 1000:g}s before to {self.after / 1000:g}s after")
+        return f"{span}, grace {self.grace / 1000:g}s"
+
+
+def buffer_key(key: bytes, side: int, ts: int, offset: int) -> bytes:
+    return _LENGTH.pack(len(key)) + key + _TAIL.pack(side, ts + _SIGN, offset)
+
+
+def split_buffer_key(store_key: bytes) -> tuple[bytes, int, int]:
+    (length,) = _LENGTH.unpack_from(store_key)
+    side, ts, _ = _TAIL.unpack_from(store_key, 4 + length)
+    return store_key[4:4 + length], side, ts - _SIGN
+
+
+class _Buffered:
+    """A partition's buffered records as the join needs them: by key and side, and by when
+    each leaves the buffer."""
+
+    __slots__ = ("part", "stream_time", "index", "leaving", "unpaired")
+
+    def __init__(self, part: TablePartition) -> None:
+        self.part = part
+        self.stream_time: int | None = None
+        self.index: tuple[dict[bytes, list[tuple[int, bytes]]], ...] = ({}, {})  # side -> key -> [(ts, store key)]
+        self.leaving: list[tuple[int, bytes]] = []  # heap of (leaves when S passes this, store key)
+        self.unpaired: set[bytes] = set()  # store keys that would be emitted alone when they leave
+
+
+class JoinBuffer(Table):
+    """The internal table holding both sides' records (module docstring)."""
+
+    def __init__(self, app: "App", name: str, join: "WindowJoin") -> None:
+        super().__init__(app, name, key_type=bytes, value_type=bytes)
+        self.join = join
+        self.key_codec = RawCodec()
+        self.value_codec = RawCodec()
+        self.entries = TableEntries(self.key_codec, self.value_codec, key_declared=True)
+        self._state: dict[int, _Buffered] = {}
+
+    def partition_of(self, key_bytes: bytes | None) -> int:
+        if not key_bytes or key_bytes == STREAM_TIME_KEY:
+            return 0
+        return partition_for_key(split_buffer_key(key_bytes)[0], self.partitions)
+
+    def forget_writes(self, number: int) -> None:
+        super().forget_writes(number)
+        self._state.pop(number, None)
+
+    def state_of(self, part: TablePartition) -> _Buffered:
+        state = self._state.get(part.number)
+        if state is None or state.part is not part:
+            state = self._state[part.number] = self._rebuild(part)
+        return state
+
+    def _rebuild(self, part: TablePartition) -> _Buffered:
+        """From the store, the committed state (after an assignment, a recovery or a rollback)."""
+        state = _Buffered(part)
+        emits = self.join.emits
+        for store_key, raw in part.store.items():
+            if store_key == STREAM_TIME_KEY:
+                state.stream_time = _TIME.unpack(raw)[0]
+                continue
+            key, side, ts = split_buffer_key(store_key)
+            self._track(state, key, side, ts, store_key, unpaired=emits[side] and raw[:1] == UNPAIRED)
+        for side_index in state.index:
+            for entries in side_index.values():
+                entries.sort()
+        return state
+
+    def _track(self, state: _Buffered, key: bytes, side: int, ts: int, store_key: bytes, *, unpaired: bool) -> None:
+        window = self.join.window
+        state.index[side].setdefault(key, []).append((ts, store_key))
+        heapq.heappush(state.leaving, (ts + (window.after if side == LEFT else window.before) + window.grace, store_key))
+        if unpaired:
+            state.unpaired.add(store_key)
+
+    def raw(self, part: TablePartition, store_key: bytes) -> bytes | None:
+        """A buffered record's stored bytes (flag + value), or None once it left."""
+        value = part.cache.get(store_key)
+        if value is None:
+            value = part.flushing.get(store_key)
+        if value is None:
+            value = part.store.get(store_key)
+        return None if value is DELETED else value
+
+    def buffered(self) -> Iterator[tuple[int, int, bytes]]:
+        """(partition, side, key) of every record this worker holds (tests, diagnostics)."""
+        for number, part in self.local.items():
+            for key, side, _ in (split_buffer_key(k) for k, _ in self._items_raw(part)):
+                yield number, side, key
+
+    def _items_raw(self, part: TablePartition) -> Iterator[tuple[bytes, bytes]]:
+        overlay = {**part.flushing, **part.cache}
+        for store_key, raw in part.store.items():
+            if store_key not in overlay and store_key != STREAM_TIME_KEY:
+                yield store_key, raw
+        for store_key, raw in overlay.items():
+            if raw is not DELETED and store_key != STREAM_TIME_KEY:
+                yield store_key, raw
+
+
+class WindowJoin(TopicGroup):
+    """``left.join(right, within=...)``: an agent input over both topics whose stream yields the
+    joined pairs (module docstring)."""
+
+    def __init__(self, app: "App", left: Topic, right: Topic, window: JoinWindows, how: str,
+                 name: str | None = None) -> None:
+        if how not in WINDOW_HOWS:
+            raise ConfigurationError(f"a windowed join is how='inner', 'left' or 'outer', not {how!r}")
+        if left.name == right.name:
+            raise ConfigurationError(f"a topic cannot be joined with itself ({left.name!r}): read it once and "
+                                     "keep what you need in a table")
+        for topic in (left, right):
+            if len(topic.members) != 1 or getattr(topic, "is_channel", False):
+                raise ConfigurationError(f"a windowed join joins two topics; {topic!r} is not one topic")
+        super().__init__(app, [left, right])
+        self.left, self.right = left, right
+        self.window = window
+        self.how = how
+        self.emits = (how in ("left", "outer"), how == "outer")  # per side: emitted alone when unpaired
+        self.late_records = 0
+        self.skipped_records = 0  # without a key or a value: nothing to join on
+        table_name = name or f"{left.name}-{right.name}-join"
+        if table_name in app.tables:
+            raise ConfigurationError(f"join state {table_name!r} is defined twice: give the join a name=")
+        self.buffer = app.tables[table_name] = JoinBuffer(app, table_name, self)
+        app.joins.append(self)
+
+    def __repr__(self) -> str:
+        return f"<WindowJoin {self.left.name} x {self.right.name} {self.how}>"
+
+    # the topology's view (JoinDeclared's fields)
+    @property
+    def streams(self) -> tuple[str, str]:
+        return self.left.name, self.right.name
+
+    @property
+    def table(self) -> JoinBuffer:
+        return self.buffer
+
+    def describe(self) -> str:
+        return (f"join {self.left.name} with {self.right.name} ({self.how}, {self.window.describe()}) "
+                f"buffered in table {self.buffer.name}")
+
+    def make_stream(self, subscriber: Any, owner: Any) -> "JoinStream":
+        return JoinStream(subscriber, topic=self, owner=owner)
+
+    # -- one record -------------------------------------------------------------------------------
+
+    def process(self, event: Any) -> list[tuple[Any, Any]]:
+        """Join ``event`` (of either side) into its partition's buffer; the pairs it makes and
+        the unpaired records whose window its time closed."""
+        message = event.message
+        key, raw_value, ts = message.key, message.value, event.timestamp
+        if key is None or raw_value is None or ts is None:
+            self.skipped_records += 1
+            if self.skipped_records == 1:
+                log.warning("join %s: a record without a key, value or timestamp (%s[%d]@%d) cannot be joined; "
+                            "such records are skipped and counted", self.buffer.name, event.topic,
+                            event.partition, event.offset)
+            return []
+        buffer = self.buffer
+        part = buffer._partition(event.partition, key, False)
+        state = buffer.state_of(part)
+        window = self.window
+        now = state.stream_time
+        if now is not None and ts < now - window.grace:
+            self._late(event, ts, now)
+            return []
+        side = LEFT if message.topic == self.left.name else RIGHT
+        out: list[tuple[Any, Any]] = []
+        others = state.index[1 - side].get(key)
+        if others:
+            lo, hi = (ts - window.before, ts + window.after) if side == LEFT else (ts - window.after, ts + window.before)
+            decode = (self.right if side == LEFT else self.left).value_codec.decode
+            for other_ts, store_key in others:
+                if lo <= other_ts <= hi:
+                    stored = buffer.raw(part, store_key)
+                    if stored is None:
+                        continue
+                    other = decode(stored[1:])
+                    out.append((event.value, other) if side == LEFT else (other, event.value))
+                    if store_key in state.unpaired:
+                        state.unpaired.discard(store_key)
+                        part.cache[store_key] = PAIRED + stored[1:]
+        store_key = buffer_key(key, side, ts, message.offset)
+        part.cache[store_key] = (PAIRED if out else UNPAIRED) + raw_value
+        buffer._track(state, key, side, ts, store_key, unpaired=self.emits[side] and not out)
+        if now is None or ts > now:
+            state.stream_time = now = ts
+            part.cache[STREAM_TIME_KEY] = _TIME.pack(ts)
+        leaving = state.leaving
+        while leaving and leaving[0][0] < now:
+            _, gone = heapq.heappop(leaving)
+            out.extend(self._leave(state, part, gone))
+        return out
+
+    def _leave(self, state: _Buffered, part: TablePartition, store_key: bytes) -> list[tuple[Any, Any]]:
+        key, side, ts = split_buffer_key(store_key)
+        entries = state.index[side].get(key)
+        if entries is not None:
+            entries.remove((ts, store_key))
+            if not entries:
+                del state.index[side][key]
+        alone: list[tuple[Any, Any]] = []
+        if store_key in state.unpaired:
+            state.unpaired.discard(store_key)
+            stored = self.buffer.raw(part, store_key)
+            if stored is not None:
+                value = (self.left if side == LEFT else self.right).value_codec.decode(stored[1:])
+                alone.append((value, None) if side == LEFT else (None, value))
+        part.cache[store_key] = DELETED
+        return alone
+
+    def _late(self, event: Any, ts: int, now: int) -> None:
+        self.late_records += 1
+        if self.late_records == 1:
+            log.warning("join %s: a late record (%s[%d]@%d, time %gs, stream time %gs): records more than grace "
+                        "(%gs) behind the stream time are dropped and counted; declare a larger grace= to join "
+                        "records this far out of order", self.buffer.name, event.topic, event.partition,
+                        event.offset, ts / 1000, now / 1000, self.window.grace / 1000)
+        elif self.late_records % 1000 == 0:
+            log.warning("join %s: %d late record(s) dropped so far", self.buffer.name, self.late_records)
+
+
+class JoinStream(Stream):
+    """The stream of a WindowJoin input: pairs, in the order the records that made them came."""
+
+    async def _values(self) -> AsyncIterator[Any]:
+        join: WindowJoin = self.topic  # type: ignore[assignment]
+        while True:
+            event = await self.next_event()
+            assert event is not None
+            for pair in join.process(event):
+                yield pair
+
+    async def items(self) -> AsyncIterator[tuple[Any, Any]]:  # type: ignore[override]
+        """``(key, (left, right))``: the key both records share."""
+        join: WindowJoin = self.topic  # type: ignore[assignment]
+        while True:
+            event = await self.next_event()
+            assert event is not None
+            for pair in join.process(event):
+                yield event.key, pair
+
+    async def events(self) -> AsyncIterator[Any]:  # type: ignore[override]
+        raise TypeError("a windowed join's stream gives pairs: iterate it (or .items() for the key); "
+                        "stream.current_event is the record that made the pair")
+        yield  # pragma: no cover
