@@ -63,6 +63,9 @@ def check_runnable(agent: "Agent") -> None:
     what = f"agent {agent.name!r} cannot run on Spark"
     if getattr(agent.topic, "is_channel", False):
         raise SparkUnsupported(f"{what}: it reads {agent.topic.name}, an in-process channel; Spark reads topics")
+    if hasattr(agent.topic, "make_stream"):
+        raise SparkUnsupported(f"{what}: it reads a windowed join ({agent.topic.name}); stream-stream joins on Spark "
+                               "(two watermarked streams) are not built yet: run this agent on workers")
     if len(agent.topic.members) > 1:
         raise SparkUnsupported(f"{what}: it reads several topics ({agent.topic.name}); on Spark an agent reads one "
                                "topic: declare one agent per topic")
