@@ -86,7 +86,8 @@ def stream_table_join(source: "Chainable", table: "Table", *, on: Any, how: str,
         if table.is_global:
             key_of = fn
         elif isinstance(source, Stream) and owner is not None:
-            source = source.group_by(on, name=f"{table.name}-join-{field}")
+            label = field if field.isidentifier() else "key"  # a lambda: "<lambda>" is no topic name
+            source = source.group_by(on, name=f"{table.name}-join-{label}")
         else:
             raise ConfigurationError(f"join({table.name!r}, on=...) repartitions the stream by the join key: call it "
                                      "on the agent's stream itself, before filter/map (or join a GlobalTable)")

@@ -75,21 +75,22 @@ class Worker:
     """One worker process, restartable on the same data directory (same worker identity)."""
 
     def __init__(self, index: int, broker: str, driver: str, guarantee: str, names: dict[str, str],
-                 workdir: Path) -> None:
+                 workdir: Path, *, app: str = "tests.chaos.app:app", env: dict[str, str] | None = None) -> None:
         self.index = index
+        self.app = app
         self.data_dir = workdir / f"worker-{index}"
         self.log_path = workdir / f"worker-{index}.log"
         self.env = {**os.environ, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PYTHONUNBUFFERED": "1",
                     "CHAOS_APP_ID": names["app"], "CHAOS_IN": names["in"], "CHAOS_OUT": names["out"],
                     "CHAOS_PARTITIONS": str(PARTITIONS), "CHAOS_GUARANTEE": guarantee,
-                    **({"CHAOS_FINAL": names["final"]} if "final" in names else {})}
+                    **({"CHAOS_FINAL": names["final"]} if "final" in names else {}), **(env or {})}
         self.process: subprocess.Popen | None = None
         self.stop_seconds: list[float] = []
 
     def start(self) -> None:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "streamkit", "worker", "-A", "tests.chaos.app:app", "-l", "info",
+                [sys.executable, "-m", "streamkit", "worker", "-A", self.app, "-l", "info",
                  "--without-web", "--data-dir", str(self.data_dir)],
                 cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 

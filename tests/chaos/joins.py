@@ -1,0 +1,195 @@
+"""Joins under SIGKILLs: a stream-table enrichment (with a repartition) and a windowed
+stream-stream join, counted against the batch truth.
+
+    python -m tests.chaos.joins --broker 127.0.0.1:29092 --driver confluent --kills 6
+
+Customers go in first, and the run waits until the workers checkpointed all of them (so every
+order meets its customer whatever the interleaving); then orders (keyed by order id, joined on
+their customer) and lefts/rights (keyed alike, timestamps 10 ms apart, the right 5 ms after its
+left) flow while a random worker is SIGKILLed and restarted ``--kills`` times. The truth: each
+order once with its customer's name; each (left, right) pair of one key at most 1.5 s apart
+exactly once (grace is an hour, so no record is late whatever the replays). exactly_once: the
+outputs (read_committed) equal the truth exactly; at_least_once: nothing missing or wrong.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .harness import PARTITIONS, Reader, Worker, group_lag
+
+BASE_MS = 1_767_225_600_000
+WITHIN_MS = 1500
+
+
+@dataclass
+class JoinSummary:
+    driver: str
+    guarantee: str
+    orders: int
+    pairs_expected: int
+    enriched_missing: int = 0
+    enriched_duplicated: int = 0
+    enriched_wrong: int = 0
+    pairs_missing: int = 0
+    pairs_duplicated: int = 0
+    pairs_spurious: int = 0
+    died: int = 0
+    kills: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        lossless = not (self.enriched_missing or self.enriched_wrong or self.pairs_missing or self.pairs_spurious
+                        or self.died)
+        if self.guarantee == "exactly_once":
+            return lossless and not (self.enriched_duplicated or self.pairs_duplicated)
+        return lossless
+
+    def line(self) -> str:
+        return (f"[joins {self.driver}/{self.guarantee}] orders={self.orders} enriched missing={self.enriched_missing} "
+                f"duplicated={self.enriched_duplicated} wrong={self.enriched_wrong}; pairs={self.pairs_expected} "
+                f"missing={self.pairs_missing} duplicated={self.pairs_duplicated} spurious={self.pairs_spurious}; "
+                f"died={self.died} kills={self.kills} ({self.seconds:.0f}s) {'OK' if self.ok else 'FAILED'}")
+
+
+def pair_truth(records: int, keys: int) -> set[tuple[int, int]]:
+    """Left i and right j pair when their keys match and their times are at most 1.5 s apart."""
+    by_key: dict[int, list[int]] = {}
+    for j in range(records):
+        by_key.setdefault(j % keys, []).append(j)
+    truth = set()
+    for i in range(records):
+        for j in by_key[i % keys]:
+            if abs((j * 10 + 5) - i * 10) <= WITHIN_MS:
+                truth.add((i, j))
+    return truth
+
+
+def _feed(broker: str, topics: dict[str, str], records: int, customers: int, keys: int, seconds: float,
+          stop: threading.Event) -> None:
+    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5, "partitioner": "murmur2_random",
+                         "enable.idempotence": True, "message.timeout.ms": 0})
+    chunk = 200
+    pause = seconds / max(1, records / chunk)
+    for i in range(records):
+        order = {"id": i, "customer": f"c{i % customers}"}
+        producer.produce(topics["orders"], key=f"o{i}".encode(), value=orjson.dumps(order))
+        key = f"k{i % keys}".encode()
+        producer.produce(topics["lefts"], key=key, value=orjson.dumps({"id": i}), timestamp=BASE_MS + i * 10)
+        producer.produce(topics["rights"], key=key, value=orjson.dumps({"id": i}), timestamp=BASE_MS + i * 10 + 5)
+        if i % chunk == chunk - 1:
+            producer.poll(0)
+            if stop.wait(pause):
+                break
+    if producer.flush(900):
+        raise RuntimeError("the feeder could not deliver every input")
+
+
+def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: int = 20000, customers: int = 500,
+        keys: int = 100, kills: int = 6, workers: int = 3, interval: float = 4.0, drain_timeout: float = 300.0,
+        workdir: Path | None = None, seed: int | None = None, log=print) -> JoinSummary:
+    rng = random.Random(seed)
+    suffix = uuid.uuid4().hex[:8]
+    topics = {name: f"{name}-{suffix}" for name in ("customers", "orders", "lefts", "rights", "enriched", "matched")}
+    app_id = f"chaos-joins-{suffix}"
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-joins-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    truth_pairs = pair_truth(records, keys)
+    summary = JoinSummary(driver, guarantee, records, len(truth_pairs))
+    exact = guarantee == "exactly_once"
+    started = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": broker})
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics.values()]).values():
+        future.result(15)
+    producer = Producer({"bootstrap.servers": broker, "enable.idempotence": True})
+    for c in range(customers):
+        producer.produce(topics["customers"], key=f"c{c}".encode(), value=orjson.dumps({"name": f"name-{c}"}))
+    producer.flush(60)
+    env = {"JOIN_APP_ID": app_id, "JOIN_TOPIC_SUFFIX": suffix}
+    pool = [Worker(i, broker, driver, guarantee, {"app": app_id, "in": "", "out": ""}, workdir,
+                   app="tests.chaos.join_app:app", env=env) for i in range(workers)]
+    for worker in pool:
+        worker.start()
+    deadline = time.monotonic() + 120
+    while group_lag(broker, app_id, topics["customers"]) > 0:  # every customer in the table, checkpointed
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the workers did not checkpoint the customers within 120 s (logs in {workdir})")
+        time.sleep(0.5)
+    stop = threading.Event()
+    feeder = threading.Thread(target=_feed, args=(broker, topics, records, customers, keys,
+                                                  max(kills * interval, 5.0), stop), daemon=True)
+    feeder.start()
+    enriched = Reader(broker, topics["enriched"], committed=exact)
+    matched = Reader(broker, topics["matched"], committed=exact)
+    try:
+        enriched.poll(3.0)
+        for _ in range(kills):
+            matched.poll(rng.uniform(0.5 * interval, 1.5 * interval))
+            victim = rng.choice(pool)
+            victim.kill()
+            summary.kills += 1
+            log(f"  kill {summary.kills}/{kills}: worker {victim.index}; enriched so far {len(enriched.records)}")
+            enriched.poll(rng.uniform(0.2, 1.0))
+            victim.start()
+        feeder.join(600)
+        deadline = time.monotonic() + drain_timeout
+        while time.monotonic() < deadline:
+            enriched.poll(1.0)
+            matched.poll(0.5)
+            if (len({m.key() for m in enriched.records}) >= records and len(matched.records) >= len(truth_pairs)
+                    and all(group_lag(broker, app_id, topics[t]) == 0 for t in ("orders", "lefts", "rights"))):
+                break
+        summary.died = sum(1 for w in pool if not w.running)
+        for worker in pool:
+            worker.stop()
+        enriched.drain()
+        matched.drain()
+    finally:
+        stop.set()
+        for worker in pool:
+            worker.kill()
+        enriched.close()
+        matched.close()
+    got = [orjson.loads(m.value()) for m in enriched.records]
+    ids = [o["id"] for o in got]
+    summary.enriched_missing = len(set(range(records)) - set(ids))
+    summary.enriched_duplicated = len(ids) - len(set(ids))
+    summary.enriched_wrong = sum(1 for o in got if o["name"] != f"name-{o['id'] % customers}")
+    pairs = [tuple(orjson.loads(m.value())) for m in matched.records]
+    summary.pairs_missing = len(truth_pairs - set(pairs))
+    summary.pairs_duplicated = len(pairs) - len(set(pairs))
+    summary.pairs_spurious = len(set(pairs) - truth_pairs)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos.joins", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", required=True)
+    parser.add_argument("--driver", choices=["aiokafka", "confluent"], default="confluent")
+    parser.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="exactly_once")
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--kills", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    summary = run(args.broker, args.driver, guarantee=args.guarantee, records=args.records, kills=args.kills,
+                  seed=args.seed, workdir=args.workdir)
+    print(summary.line())
+    return 0 if summary.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
