@@ -237,6 +237,26 @@ class App:
         table.on_window_close = on_window_close
         return table
 
+    # joins/ builds on topics, streams and tables, so their join() methods come here, where the
+    # layers are wired together (an import from below would invert the layers)
+    def join_topics(self, left: Any, right: Any, **options: Any) -> Any:
+        """``topic.join(other, within=...)``: a windowed stream-stream join (joins/windowed.py)."""
+        from .joins import windowed_join
+
+        return windowed_join(left, right, **options)
+
+    def join_tables(self, left: Any, right: Any, **options: Any) -> Any:
+        """``table.join(other)``: a joined, materialised table (joins/tables.py)."""
+        from .joins import table_join
+
+        return table_join(left, right, **options)
+
+    def join_stream(self, stream: Any, table: Any, **options: Any) -> Any:
+        """``stream.join(table)``: a stream-table lookup join (joins/lookup.py)."""
+        from .joins import stream_table_join
+
+        return stream_table_join(stream, table, **options)
+
     def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                     value_type: Any = None, partitions: int | None = None, store: str | None = None,
                     help: str = "", **faust_only: Any) -> Any:

@@ -59,14 +59,10 @@ class Topic:
         """A windowed stream-stream join of this topic (left) with ``other`` (right), as an
         agent's input: its stream gives ``(left, right)`` for records with the same key at most
         ``within`` apart (streamkit/joins/windowed.py). ``how``: inner, left or outer."""
-        from .joins.windowed import JoinWindows, WindowJoin
-        from .tables.table import Table
-
-        if isinstance(other, Table):
-            raise TypeError(f"a stream-table join runs in the agent: `async for value, found in "
-                            f"stream.join({other.name!r} table)`; topic.join() joins two topics within a time window")
-        return WindowJoin(self.app, self, other, JoinWindows(within, before=before, after=after, grace=grace), how,
-                          name=name)
+        # joins/ sits above topics (it builds on streams and tables): the app, which wires the
+        # layers together, builds the join
+        return self.app.join_topics(self, other, within=within, before=before, after=after, grace=grace, how=how,
+                                    name=name)
 
     @property
     def members(self) -> tuple["Topic", ...]:

@@ -3,6 +3,9 @@ table-table joins (tables.py) and windowed stream-stream joins (windowed.py); do
 from .lookup import JoinNotCopartitioned
 from .tables import JoinedTable
 from .versioned import VersionedTable
-from .windowed import JoinWindows, WindowJoin
+from .windowed import JoinWindows, WindowJoin, windowed_join
+from .lookup import stream_table_join
+from .tables import table_join
 
-__all__ = ["JoinNotCopartitioned", "JoinWindows", "JoinedTable", "VersionedTable", "WindowJoin"]
+__all__ = ["JoinNotCopartitioned", "JoinWindows", "JoinedTable", "VersionedTable", "WindowJoin", "stream_table_join",
+           "table_join", "windowed_join"]

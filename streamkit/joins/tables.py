@@ -152,3 +152,15 @@ class JoinedTable(Table):
         if key is not _MISSING and self.entries.carries_key(key):
             part.keys[key_bytes] = key
         part.cache[key_bytes] = value
+
+
+def table_join(left: Table, right: Table, *, how: str, name: str | None,
+               value: Callable[[Any, Any], Any] | None) -> JoinedTable:
+    """The operator behind ``table.join(other, ...)``: registers the joined table with the app."""
+    app = left.app
+    joined_name = name or f"{left.name}-{right.name}-join"
+    if joined_name in app.tables:
+        raise ConfigurationError(f"table {joined_name!r} is defined twice: give the join a name=")
+    joined = app.tables[joined_name] = JoinedTable(app, joined_name, left, right, how, value)
+    app.joins.append(joined)
+    return joined

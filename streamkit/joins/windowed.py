@@ -318,3 +318,13 @@ class JoinStream(Stream):
         raise TypeError("a windowed join's stream gives pairs: iterate it (or .items() for the key); "
                         "stream.current_event is the record that made the pair")
         yield  # pragma: no cover
+
+
+def windowed_join(left: Topic, right: Any, *, within: Any, before: Any, after: Any, grace: Any, how: str,
+                  name: str | None) -> WindowJoin:
+    """The operator behind ``topic.join(other, within=...)``: the join as an agent's input."""
+    if isinstance(right, Table):
+        raise TypeError(f"a stream-table join runs in the agent: `async for value, found in "
+                        f"stream.join({right.name!r} table)`; topic.join() joins two topics within a time window")
+    return WindowJoin(left.app, left, right, JoinWindows(within, before=before, after=after, grace=grace), how,
+                      name=name)

@@ -93,14 +93,16 @@ class Chainable:
         stream by it). ``how="left"`` keeps records the table lacks (None); ``as_of=True`` reads
         the value valid at the record's time from a table declared with ``history=``.
         Windowed stream-stream joins are declared on topics: ``left.join(right, within=...)``."""
-        from ..joins.lookup import stream_table_join
         from ..topics import Topic
 
         if isinstance(table, Topic):
             raise TypeError(f"a stream-stream join is declared on the topics, as the agent's input: "
                             f"@app.agent(left_topic.join({table.name!r} topic, within=timedelta(...))), whose stream "
                             "gives (left, right) pairs")
-        return stream_table_join(self, table, on=on, how=how, as_of=as_of)
+        app = getattr(table, "app", None)
+        if app is None:
+            raise TypeError(f"stream.join() takes a Table or GlobalTable (app.Table(...)), not {table!r}")
+        return app.join_stream(self, table, on=on, how=how, as_of=as_of)  # joins/ sits above streams
 
     def echo(self, *channels: Any) -> "Derived":
         """Forward every value, with its record's key, to each of ``channels`` (topics or agents),

@@ -146,14 +146,7 @@ class Table:
         """A table of this table's and ``other``'s values per key (``(left, right)``, or
         ``value(left, right)``), updated as either changes, with its own changelog
         (streamkit/joins/tables.py). ``how``: inner, left or outer."""
-        from ..joins.tables import JoinedTable
-
-        joined_name = name or f"{self.name}-{other.name}-join"
-        if joined_name in self.app.tables:
-            raise ConfigurationError(f"table {joined_name!r} is defined twice: give the join a name=")
-        joined = self.app.tables[joined_name] = JoinedTable(self.app, joined_name, self, other, how, value)
-        self.app.joins.append(joined)
-        return joined
+        return self.app.join_tables(self, other, how=how, name=name, value=value)  # joins/ sits above tables
 
     def emitting(self) -> list[int]:
         """Partitions with windowed results to send at this checkpoint (windows.py)."""
