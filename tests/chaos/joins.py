@@ -113,7 +113,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     admin = AdminClient({"bootstrap.servers": broker})
     for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics.values()]).values():
         future.result(15)
-    producer = Producer({"bootstrap.servers": broker, "enable.idempotence": True})
+    # murmur2: the Java client's partitioner, which streamkit's tables use to place a key
+    producer = Producer({"bootstrap.servers": broker, "enable.idempotence": True, "partitioner": "murmur2_random"})
     for c in range(customers):
         producer.produce(topics["customers"], key=f"c{c}".encode(), value=orjson.dumps({"name": f"name-{c}"}))
     producer.flush(60)
