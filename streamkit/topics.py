@@ -150,17 +150,20 @@ class Topic:
         return runtime.producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
 
     async def send_soon(self, key: Any = None, value: Any = None, *, headers: Headers | None = None,
-                        partition: int | None = None) -> None:
+                        partition: int | None = None, timestamp: float | None = None) -> None:
         """Queue a record without a delivery future (the hot path of sinks and repartitioning);
-        a failed delivery still makes the next checkpoint's flush fail, so nothing is lost."""
+        a failed delivery still makes the next checkpoint's flush fail, so nothing is lost.
+        ``timestamp`` in seconds, as ``send``'s."""
         key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
+        ts = round(timestamp * 1000) if timestamp is not None else None
         if self.app.sensors.active:  # sensors hear of it as of any send (a delivery future)
-            await self._send_sensed(key, value, key_bytes, value_bytes, headers, None, partition)
+            await self._send_sensed(key, value, key_bytes, value_bytes, headers, ts, partition)
             return
         producer = self.app.runtime.producer if self.app.runtime is not None else None
-        if producer is not None and producer.try_send(self.name, key_bytes, value_bytes, partition, headers):
+        if producer is not None and producer.try_send(self.name, key_bytes, value_bytes, partition, headers, ts):
             return
-        await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, partition=partition, track=False)
+        await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts, partition=partition,
+                                track=False)
 
     async def send_and_wait(self, key: Any = None, value: Any = None, **kwargs: Any) -> tuple[int, int]:
         """Send and wait until the broker acknowledged it; returns ``(partition, offset)``."""

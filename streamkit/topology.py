@@ -48,6 +48,7 @@ class Topology:
     pages: tuple[str, ...]
     joins: tuple[str, ...] = ()  # each join, described (streamkit/joins)
     table_joins: tuple[tuple[str, str, str], ...] = ()  # (left, right, joined) table names
+    join_reads: tuple[tuple[str, str], ...] = ()  # (table, agent): the agent's records join the table
 
     @property
     def subscribed(self) -> list[str]:
@@ -105,6 +106,8 @@ class Topology:
             j = node(f"table {joined}", ("[(", ")]"))
             for side in (left, right):
                 out.append(f"  {node(f'table {side}', ('[(', ')]'))} -- join --> {j}")
+        for table, agent in self.join_reads:
+            out.append(f"  {node(f'table {table}', ('[(', ')]'))} -- join --> {node(f'agent {agent}', ('[', ']'))}")
         return "\n".join(out)
 
 
@@ -132,4 +135,16 @@ def build_topology(app: "App", subscribed: Iterable[str], partitions: dict[str, 
         pages=tuple(path for path, _ in app.pages),
         joins=tuple(join.describe() for join in app.joins),
         table_joins=tuple((j.left.name, j.right.name, j.name) for j in app.joins if not j.streams),
+        join_reads=tuple(dict.fromkeys(_join_reads(app))),
     )
+
+
+def _join_reads(app: "App") -> Iterable[tuple[str, str]]:
+    """(table, agent) for each stream-table join (its table) and windowed join (its buffer)."""
+    agent_reading = {id(agent.topic): agent.name for agent in app.agents.values()}
+    for join in app.joins:
+        if not join.streams:
+            continue  # a table-table join: table_joins
+        agent = getattr(join, "agent", None) or agent_reading.get(id(join))
+        if agent is not None:
+            yield join.table.name, agent

@@ -263,7 +263,10 @@ class Agent:
 
         async def forward(stream: Stream) -> None:
             async for event in stream.events():
-                await target.send_soon(key=key_of(event), value=event.value, headers=event.message.headers or None)
+                # the record keeps its time (as in Kafka Streams): windows and as-of joins downstream read it
+                ts = event.message.timestamp_ms
+                await target.send_soon(key=key_of(event), value=event.value, headers=event.message.headers or None,
+                                       timestamp=None if ts is None else ts / 1000)
 
         self._forwarders.append(asyncio.create_task(self._supervise(source, body=forward), name=f"forward:{topic_name}"))
         subscriber = self._internal_subscribers.get(topic_name)

@@ -87,8 +87,8 @@ def check_runnable(agent: "Agent") -> None:
                                    "(event-time state with timers) are not built yet: run this agent on workers")
         if isinstance(value, Table):
             kind = "global table" if value.is_global else "table"
-            raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); tables are read across keys "
-                                   "in the worker only; keep per-key state with app.fold")
+            raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); tables (and joins with them) "
+                                   "are read in the worker only; keep per-key state with app.fold")
         if isinstance(value, (Topic, Agent, App)):
             raise SparkUnsupported(f"{what}: it uses {name} ({value!r}) to send or ask directly, a side effect "
                                    "Spark could repeat; yield outputs to the agent's sinks instead")

@@ -261,7 +261,7 @@ class Producer(abc.ABC):
         """
 
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
-                 headers: Headers | None = None) -> bool:
+                 headers: Headers | None = None, timestamp: int | None = None) -> bool:
         """Queue one untracked record without awaiting, if the client can right now; False means
         the caller must use ``send`` (buffer full, or a client whose sends are coroutines)."""
         return False

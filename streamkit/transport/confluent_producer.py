@@ -142,12 +142,13 @@ class ConfluentProducer(Producer):
         return fut
 
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
-                 headers: list[tuple[str, bytes]] | None = None) -> bool:
+                 headers: list[tuple[str, bytes]] | None = None, timestamp: int | None = None) -> bool:
         """The hot path of untracked sends: one librdkafka call, no coroutine."""
         try:
-            if headers:
+            if headers or timestamp is not None:
                 self.client.produce(topic, value, key, -1 if partition is None else partition,
-                                    on_delivery=self._untracked_delivery, headers=headers)
+                                    on_delivery=self._untracked_delivery, headers=headers or None,
+                                    timestamp=timestamp or 0)
             else:
                 self.client.produce(topic, value, key, -1 if partition is None else partition,
                                     on_delivery=self._untracked_delivery)

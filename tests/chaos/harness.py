@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -280,3 +281,17 @@ def window_errors(broker: str, topic: str, records: int, keys: int, *, committed
         elif want is None or final["value"] > want:
             over += 1
     return len(truth), len(truth.keys() - seen.keys()), duplicated, under, over
+
+
+KEPT = Path(__file__).resolve().parents[2] / "chaos-failures"
+
+
+def kept(summary, workdir: Path) -> str:
+    """A failed run's worker logs, copied where pytest's temp-dir pruning cannot remove them."""
+    if summary.ok:
+        return ""
+    target = KEPT / workdir.name
+    target.mkdir(parents=True, exist_ok=True)
+    for log in workdir.glob("*.log"):  # not the workers' data directories
+        shutil.copy2(log, target / log.name)
+    return f" (worker logs kept in {target})"

@@ -1,25 +1,10 @@
 """Fault-injection runs the dev broker allows (it loses everything on restart, so no outage
 scenario here; see docs/reliability.md for the full matrix on Apache Kafka): malformed records
 mixed into the input, and the broker frozen (SIGSTOP/SIGCONT, like a network partition)."""
-import shutil
-from pathlib import Path
-
 import pytest
 
+from tests.chaos.harness import kept
 from tests.chaos.run import BrokerControl, run
-
-KEPT = Path(__file__).resolve().parents[2] / "chaos-failures"
-
-
-def kept(summary, workdir: Path) -> str:
-    """A failed run's worker logs, copied where pytest's temp-dir pruning cannot remove them."""
-    if summary.ok:
-        return ""
-    target = KEPT / workdir.name
-    target.mkdir(parents=True, exist_ok=True)
-    for log in workdir.glob("*.log"):  # not the workers' data directories
-        shutil.copy2(log, target / log.name)
-    return f" (worker logs kept in {target})"
 
 
 @pytest.mark.parametrize("driver,guarantee", [("aiokafka", "at_least_once"), ("confluent", "exactly_once")])
