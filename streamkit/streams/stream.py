@@ -101,7 +101,8 @@ class Chainable:
                             "gives (left, right) pairs")
         app = getattr(table, "app", None)
         if app is None:
-            raise TypeError(f"stream.join() takes a Table or GlobalTable (app.Table(...)), not {table!r}")
+            raise TypeError(f"stream.join() takes a Table or GlobalTable (app.Table(...)), not {table!r}; Faust's "
+                            "join(*fields) never ran there (NotImplementedError): docs/joins.md shows each join")
         return app.join_stream(self, table, on=on, how=how, as_of=as_of)  # joins/ sits above streams
 
     def echo(self, *channels: Any) -> "Derived":
@@ -318,6 +319,15 @@ class Stream(Chainable, Generic[T]):
         raise NotImplementedError("stream.combine() is not supported: declare one agent per topic, or forward the "
                                   "topics into one with stream.through(topic)/echo(topic)")
 
+    def left_join(self, *fields: Any) -> Any:
+        raise _faust_join("left_join", "left")
+
+    def inner_join(self, *fields: Any) -> Any:
+        raise _faust_join("inner_join", "inner")
+
+    def outer_join(self, *fields: Any) -> Any:
+        raise _faust_join("outer_join", "outer")
+
     def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
                  key_type: Any = None, value_type: Any = None) -> "Stream":
         """Re-key through an internal repartition topic; returns the stream of that topic.
@@ -349,3 +359,12 @@ class Derived(Chainable):
 
     def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
         return Derived(self.source, iterator)
+
+
+def _faust_join(method: str, how: str) -> TypeError:
+    """Faust's field-list joins (NotImplementedError in Faust itself), refused with the way."""
+    return TypeError(f"stream.{method}(*fields) is Faust's, which never ran there (NotImplementedError); join a "
+                     f"table with stream.join(table, on=field, how={how!r})" if how != "outer" else
+                     f"stream.{method}(*fields) is Faust's, which never ran there (NotImplementedError); an outer "
+                     "join needs two changing sides: table.join(other, how='outer'), or two topics "
+                     "left.join(right, within=..., how='outer') as an agent's input")

@@ -251,3 +251,28 @@ def test_spark_refuses_a_windowed_join_with_the_reason():
 
     with pytest.raises(SparkUnsupported, match="windowed join"):
         check_runnable(pairs)
+
+
+async def test_faust_field_list_joins_are_refused_with_the_streamkit_way():
+    app = faust.App("join-faust-names")
+    orders_topic = app.topic("orders", value_type=Order)
+    customers = app.Table("customers")
+    errors = []
+
+    @app.agent(orders_topic)
+    async def enrich(stream):
+        for attempt in (lambda: stream.left_join(Order.customer), lambda: stream.outer_join(Order.customer),
+                        lambda: stream.join(Order.customer)):
+            try:
+                attempt()
+            except TypeError as exc:
+                errors.append(str(exc))
+        async for _ in stream.join(customers):
+            pass
+
+    async with TestDriver(app) as driver:
+        await driver.settle()
+    assert len(errors) == 3, errors
+    assert "stream.join(table, on=field, how='left')" in errors[0]
+    assert "table.join(other, how='outer')" in errors[1]
+    assert "takes a Table or GlobalTable" in errors[2] and "docs/joins.md" in errors[2]
