@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 from .agents.agent import Agent
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
-from .errors import ConfigurationError
+from .errors import ConfigurationError, refuse_faust_options
 from .faust_settings import apply_faust_app_settings
 from .settings import Settings
 from .sensors import Monitor, SensorDelegate
@@ -223,7 +223,7 @@ class App:
         ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py)."""
         from .tables.table import Table
 
-        _refuse_table_options(name, faust_only)
+        refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
         if history is not None:
             from functools import partial
 
@@ -263,7 +263,7 @@ class App:
         """A table every worker holds in full, kept current from its changelog."""
         from .tables.table import GlobalTable
 
-        _refuse_table_options(name, faust_only)
+        refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
         return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help)
 
     def _add_table(self, cls: Any, name: str, default: Any, key_type: Any, value_type: Any, partitions: Any,
@@ -639,16 +639,6 @@ _FAUST_TABLE_OPTIONS = {
     "standby_buffer_size": "standbys apply the changelog in the driver's fetch batches",
     "recover_callbacks": "use app.on_partitions_assigned (recovery is complete when /ready answers 200)",
 }
-
-
-def _refuse_table_options(name: str, given: dict[str, Any]) -> None:
-    """Faust's table options streamkit does not take: refused with the way, never ignored."""
-    for option, value in given.items():
-        why = _FAUST_TABLE_OPTIONS.get(option)
-        if why is None:
-            raise TypeError(f"app.Table({name!r}) got an unexpected keyword argument {option!r}")
-        if value not in (None, False):
-            raise ConfigurationError(f"app.Table({name!r}, {option}=...) is not supported: {why}")
 
 
 class FlowControl:

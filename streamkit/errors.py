@@ -1,6 +1,8 @@
 """Exceptions users can catch; each one names what went wrong and where."""
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 
 class StreamkitError(Exception):
     """Base class of every streamkit error."""
@@ -51,3 +53,15 @@ class WorkerStopped(StreamkitError):
 
 class SparkUnsupported(ConfigurationError):
     """An agent does something a Spark job cannot run exactly as the worker would (the message says what)."""
+
+
+def refuse_faust_options(call: str, given: Mapping[str, Any], ways: Mapping[str, str],
+                         error: type[Exception] = TypeError, first: str = "") -> None:
+    """Faust's keyword options streamkit does not take, set in ``call(first, ...)``: refused
+    with the streamkit way (``ways``), never ignored; unknown names as Python would."""
+    for name, value in given.items():
+        why = ways.get(name)
+        if why is None:
+            raise TypeError(f"{call}({first}) got an unexpected keyword argument {name!r}")
+        if value not in (None, False):
+            raise error(f"{call}({first + ', ' if first else ''}{name}=...) is not supported: {why}")

@@ -12,6 +12,7 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
+from ..errors import refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..streams.stream import Stream
 from .fold import Fold, per_record
@@ -162,7 +163,7 @@ class Agent:
                    **faust_only: Any) -> asyncio.Future:
         """Queue a record for this agent's topic; await the future for delivery (Faust's
         ``callback(future)`` runs once it is delivered or failed)."""
-        _refuse_options("send", faust_only)
+        refuse_faust_options("agent.send", faust_only, _FAUST_SEND_OPTIONS)
         fut = await self.topic.send(key=key, value=value, headers=headers, partition=partition, timestamp=timestamp)
         if fut is None:  # a channel: handed over in process already
             fut = asyncio.get_running_loop().create_future()
@@ -174,7 +175,7 @@ class Agent:
     async def cast(self, value: Any = None, *, key: Any = None, headers: Any = None, partition: int | None = None,
                    timestamp: float | None = None, **faust_only: Any) -> None:
         """Fire and forget (delivery is still checked at the next checkpoint's flush)."""
-        _refuse_options("cast", faust_only)
+        refuse_faust_options("agent.cast", faust_only, _FAUST_SEND_OPTIONS)
         if timestamp is not None:
             await self.topic.send(key=key, value=value, headers=headers, partition=partition, timestamp=timestamp)
             return
@@ -284,13 +285,3 @@ _FAUST_SEND_OPTIONS = {
     "correlation_id": "use agent.ask(), which correlates the reply",
     "force": "every send goes out at once (buffered by the client, flushed at each checkpoint)",
 }
-
-
-def _refuse_options(method: str, given: dict[str, Any]) -> None:
-    """Faust's send options streamkit does not take: a TypeError naming the way, never ignored."""
-    for name, value in given.items():
-        why = _FAUST_SEND_OPTIONS.get(name)
-        if why is None:
-            raise TypeError(f"agent.{method}() got an unexpected keyword argument {name!r}")
-        if value not in (None, False):
-            raise TypeError(f"agent.{method}({name}=...) is not supported: {why}")
