@@ -161,13 +161,13 @@ class TransactionalProducer(Producer):
             self._in_flight -= 1
 
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
-                 headers: Headers | None = None) -> bool:
+                 headers: Headers | None = None, timestamp: int | None = None) -> bool:
         if not self._open.is_set():
             return False
         task, producer = self._route()
         if producer is None:
             return True  # dropped (see _route)
-        if not producer.try_send(topic, key, value, partition, headers):
+        if not producer.try_send(topic, key, value, partition, headers, timestamp):
             return False
         if task is not None:
             self.dirty.add(task)

@@ -175,10 +175,20 @@ class TestDriver:
         logs = self.broker.logs
         for tp in runtime.assigned:
             partitions = logs.get(tp.topic)
-            end = len(partitions[tp.partition]) if partitions and tp.partition < len(partitions) else 0
+            end = self._readable_end(tp) if partitions and tp.partition < len(partitions) else 0
             if end and processed.get(tp, runtime.checkpoint.committed.get(tp, 0)) < end:
                 return False
         return True
+
+    def _readable_end(self, tp: TP) -> int:
+        """Where a read_committed reader stops, less trailing transaction markers and aborted
+        records (nothing to process there): records of an open transaction (an exactly-once app
+        repartitioning) become readable when the next checkpoint commits it."""
+        end = self.broker.stable_offset(tp)
+        skipped = self.broker.control.get(tp, set()) | self.broker.aborted.get(tp, set())
+        while end > 0 and end - 1 in skipped:
+            end -= 1
+        return end
 
     def _log_sizes(self) -> dict[TP, int]:
         return {TP(topic, n): len(log) for topic, parts in self.broker.logs.items() for n, log in enumerate(parts)}
@@ -197,11 +207,17 @@ class TestDriver:
 
     def records(self, topic: Any) -> list[SentRecord]:
         """Every record of ``topic`` (a topic or its name) in the test's broker, in partition
-        then offset order, decoded with the topic's codecs."""
+        then offset order, decoded with the topic's codecs; as a read_committed reader sees them
+        (no transaction markers, no aborted records, nothing of an open transaction)."""
         target = self.app.topic(topic) if isinstance(topic, str) else topic
         out = []
-        for part in self.broker.logs.get(target.name, []):
+        for number, part in enumerate(self.broker.logs.get(target.name, [])):
+            tp = TP(target.name, number)
+            hidden = self.broker.control.get(tp, set()) | self.broker.aborted.get(tp, set())
+            stable = self.broker.stable_offset(tp)
             for m in part:
+                if m.offset in hidden or m.offset >= stable:
+                    continue
                 out.append(SentRecord(target.key_codec.decode(m.key), target.value_codec.decode(m.value), m.partition,
                                       m.offset, m.timestamp, list(m.headers or [])))
         return out

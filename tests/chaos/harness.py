@@ -295,3 +295,19 @@ def kept(summary, workdir: Path) -> str:
     for log in workdir.glob("*.log"):  # not the workers' data directories
         shutil.copy2(log, target / log.name)
     return f" (worker logs kept in {target})"
+
+
+def sigkill_rounds(pool: list["Worker"], kills: int, rng, interval: float, poll, progress, log=print) -> int:
+    """SIGKILL a random worker of ``pool`` ``kills`` times, ``interval`` seconds apart on
+    average, restarting it after a short pause; ``poll(seconds)`` reads outputs meanwhile and
+    ``progress()`` says how far they got. Returns how many kills were made."""
+    done = 0
+    for _ in range(kills):
+        poll(rng.uniform(0.5 * interval, 1.5 * interval))
+        victim = rng.choice(pool)
+        victim.kill()
+        done += 1
+        log(f"  kill {done}/{kills}: worker {victim.index}; {progress()}")
+        poll(rng.uniform(0.2, 1.0))
+        victim.start()
+    return done

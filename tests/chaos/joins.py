@@ -27,7 +27,7 @@ import orjson
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .harness import PARTITIONS, Reader, Worker, group_lag
+from .harness import PARTITIONS, Reader, Worker, group_lag, sigkill_rounds
 
 BASE_MS = 1_767_225_600_000
 WITHIN_MS = 1500
@@ -136,14 +136,12 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     matched = Reader(broker, topics["matched"], committed=exact)
     try:
         enriched.poll(3.0)
-        for _ in range(kills):
-            matched.poll(rng.uniform(0.5 * interval, 1.5 * interval))
-            victim = rng.choice(pool)
-            victim.kill()
-            summary.kills += 1
-            log(f"  kill {summary.kills}/{kills}: worker {victim.index}; enriched so far {len(enriched.records)}")
-            enriched.poll(rng.uniform(0.2, 1.0))
-            victim.start()
+        def poll(seconds: float) -> None:
+            matched.poll(seconds / 2)
+            enriched.poll(seconds / 2)
+
+        summary.kills += sigkill_rounds(pool, kills, rng, interval, poll,
+                                        lambda: f"enriched so far {len(enriched.records)}", log)
         feeder.join(600)
         deadline = time.monotonic() + drain_timeout
         while time.monotonic() < deadline:

@@ -34,8 +34,8 @@ import uuid
 from pathlib import Path
 
 from .disk import SmallDisk
-from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, table_errors,
-                      window_errors)
+from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, sigkill_rounds,
+                      table_errors, window_errors)
 
 SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
@@ -113,14 +113,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     try:
         outputs.poll(5.0)  # records flowing first
         if scenario == "kill":
-            for _ in range(kills):
-                outputs.poll(rng.uniform(0.5 * interval, 1.5 * interval))
-                victim = rng.choice(pool)
-                victim.kill()
-                summary.faults += 1
-                log(f"  kill {summary.faults}/{kills}: worker {victim.index}; outputs so far {len(outputs.records)}")
-                outputs.poll(rng.uniform(0.2, 1.0))
-                victim.start()
+            summary.faults += sigkill_rounds(pool, kills, rng, interval, outputs.poll,
+                                             lambda: f"outputs so far {len(outputs.records)}", log)
         elif scenario in ("outage", "freeze"):
             assert control is not None, f"{scenario} needs a BrokerControl"
             log(f"  broker {'stopped' if scenario == 'outage' else 'frozen'} for {fault_seconds:.0f}s "

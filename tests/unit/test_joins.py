@@ -276,3 +276,30 @@ async def test_faust_field_list_joins_are_refused_with_the_streamkit_way():
     assert "stream.join(table, on=field, how='left')" in errors[0]
     assert "table.join(other, how='outer')" in errors[1]
     assert "takes a Table or GlobalTable" in errors[2] and "docs/joins.md" in errors[2]
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_a_repartition_keeps_each_records_time_for_the_as_of_join(guarantee):
+    app = faust.App(f"join-asof-repartition-{guarantee}", processing_guarantee=guarantee)
+    rates_topic, trades = app.topic("rates", key_type=str), app.topic("trades", key_type=str)
+    out = app.topic("valued")
+    rates = app.Table("rates", history=timedelta(hours=1))
+
+    @app.agent(rates_topic)
+    async def load(stream):
+        async for currency, rate in stream.items():
+            rates[currency] = rate
+
+    @app.agent(trades)
+    async def value(stream):  # trades keyed by trade id: repartitioned by currency, each at its own time
+        async for trade, rate in stream.join(rates, on=lambda trade: trade["currency"], how="left", as_of=True):
+            await out.send(value=[trade["id"], rate])
+
+    async with TestDriver(app) as driver:
+        for at, rate in [(1000, 1.0), (1060, 1.5)]:
+            await driver.send(rates_topic, key="EUR", value=rate, timestamp=at)
+        await driver.settle()
+        for n, at in enumerate((990, 1030, 1070)):
+            await driver.send(trades, key=f"t{n}", value={"id": n, "currency": "EUR"}, timestamp=at)
+        await driver.settle()
+        assert sorted(r.value for r in driver.records(out)) == [[0, None], [1, 1.0], [2, 1.5]]
