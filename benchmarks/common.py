@@ -64,6 +64,12 @@ def delete_topics(client: Any, names: list[str]) -> None:
             print(f"  (could not delete {name}: {exc})", file=sys.stderr)
 
 
+def topics_named(client: Any, part: str) -> list[str]:
+    """The topics whose name holds ``part``: what a scenario's frameworks created for its group
+    (streamkit's ``<group>-...``, Quix's ``changelog__<group>--...``)."""
+    return sorted(t for t in client.list_topics(timeout=10).topics if part in t)
+
+
 def produce_all(broker: str, topic: str, records: Iterable[tuple], what: str, **config: Any) -> float:
     """Produce ``(key, value)`` or ``(key, value, timestamp_ms)`` records as fast as librdkafka
     takes them (waiting while its queue is full), check every delivery, and return the seconds
@@ -121,6 +127,40 @@ def run_scenario_process(script: str, scenario: str, args: list[str], timeout: f
     if warnings:
         result["stderr_warnings"] = warnings[:20]
     return result
+
+
+def run_peer_process(python: Path, script: Path, scenario: str, args: list[str], timeout: float) -> dict[str, Any]:
+    """Run a peer's script with the peers' interpreter, from its directory; parse its
+    ``RESULT {json}`` line (faust sends print() to its log: stderr is searched too)."""
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, timeout=timeout,
+                              cwd=str(script.parent))
+    except subprocess.TimeoutExpired as exc:
+        return {"scenario": scenario, "error": "timeout", "stderr": str(exc.stderr)[-3000:]}
+    for line in (proc.stdout + "\n" + proc.stderr).splitlines():
+        if "RESULT {" in line:
+            result = json.loads(line[line.index("RESULT {") + len("RESULT "):])
+            result["scenario"] = scenario
+            result["process_s"] = time.perf_counter() - started
+            return result
+    return {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-3000:]}
+
+
+async def final_checkpoint(app: Any, attempts: int = 10) -> None:
+    """The end of a streamkit scenario's timed window: flush and offsets (or the transaction's
+    commit), committed again if a failed delivery rolled it back (the records come again)."""
+    import asyncio
+
+    for attempt in range(attempts):
+        try:
+            await app.runtime.checkpoint.commit()
+            return
+        except Exception as exc:
+            if attempt == attempts - 1:
+                raise
+            print(f"checkpoint rolled back, committing again: {exc}", file=sys.stderr)
+            await asyncio.sleep(0.5)  # let the rewound records be reprocessed
 
 
 def rate_summary(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:

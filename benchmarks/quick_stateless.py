@@ -47,7 +47,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, produce_all, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
+from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, final_checkpoint, produce_all, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
 
 # streamkit scenario → (driver, processing guarantee, count per key in a table)
 STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
@@ -223,15 +223,7 @@ async def run_streamkit(args: argparse.Namespace, scenario: str) -> dict[str, An
             await asyncio.wait_for(done.wait(), args.timeout)
         except asyncio.TimeoutError:
             raise SystemExit(f"timeout: consumed {state['consumed']}/{n}") from None
-        for attempt in range(10):  # flush + offsets, or the transaction's commit
-            try:
-                await app.runtime.checkpoint.commit()
-                break
-            except Exception as exc:  # rolled back (a delivery failed): the records come again
-                if attempt == 9:
-                    raise
-                print(f"checkpoint rolled back, committing again: {exc}", file=sys.stderr)
-                await asyncio.sleep(0.5)  # let the rewound records be reprocessed
+        await final_checkpoint(app)  # flush + offsets, or the transaction's commit
         meter.done()
         stop_started = time.perf_counter()
     stop_s = time.perf_counter() - stop_started

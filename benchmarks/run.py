@@ -3,14 +3,16 @@
     python -m benchmarks run --broker 127.0.0.1:19092 --records 1000000 [--repeat 3]
 
 1. creates a 4-partition input topic and fills it once (murmur2 keys ``user-<i % 1000>``, ~100-byte
-   JSON values);
+   JSON values), and the join scenarios' topics if any is asked for (``join_inputs.py``:
+   100,000 customers and ``--join-records`` orders; two topics of ``--join-records`` records);
 2. installs faust-streaming and quixstreams into their own venv (``benchmarks/.peers-venv``,
    pinned versions) unless ``--no-peers``;
 3. runs every scenario in its own process, interleaved over ``--repeat`` rounds (never two at
    once), each with a fresh output topic and consumer group: raw ceilings, stateless, stateful
    (count per key, RocksDB + changelog), exactly-once stateless — streamkit on both drivers, the
    peers on theirs (``--peer-records`` bounds the peers' share of the input, since faust runs at
-   a few thousand records/s; rates stay comparable);
+   a few thousand records/s; rates stay comparable); and the joins, streamkit and Quix on the
+   same ``--join-records`` (``join_runs.py``: a stream-table join, a windowed stream-stream join);
 4. measures end-to-end latency at half the stateless throughput it just measured
    (``latency.py``) and 2 worker processes against 1 (``scale_out.py``), per driver;
 5. runs the recovery benchmarks: streamkit (``recovery.py``: a ``--recovery-keys`` changelog
@@ -32,7 +34,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, create_topic, delete_topics, rate_summary, run_scenario_process
+import join_inputs
+import join_runs
+from common import admin_client, create_topic, delete_topics, rate_summary, run_peer_process, run_scenario_process
 from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
 from quick_stateless import PARTITIONS, fill_input, topic_count
 
@@ -64,23 +68,14 @@ def ensure_peers_venv(log=print) -> Path:
 def run_peer(python: Path, scenario: str, args: argparse.Namespace, input_topic: str, output: str,
              group: str) -> dict[str, Any]:
     peer, kind = scenario.split("-", 1)
-    cmd = [str(python), str(HERE / "peers" / f"{peer}_app.py"), "--scenario", kind, "--broker", args.broker,
-           "--input", input_topic, "--output", output, "--group", group, "--records", str(args.peer_records)]
-    started = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=str(HERE / "peers"))
-    except subprocess.TimeoutExpired as exc:
-        return {"scenario": scenario, "error": "timeout", "stderr": str(exc.stderr)[-3000:]}
-    for line in (proc.stdout + "\n" + proc.stderr).splitlines():  # faust sends print() to its log
-        if "RESULT {" in line:
-            result = json.loads(line[line.index("RESULT {") + len("RESULT "):])
-            result["scenario"] = scenario
-            result["process_s"] = time.perf_counter() - started
-            return result
-    return {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-3000:]}
+    return run_peer_process(python, HERE / "peers" / f"{peer}_app.py", scenario, [
+        "--scenario", kind, "--broker", args.broker, "--input", input_topic, "--output", output, "--group", group,
+        "--records", str(args.peer_records)], args.timeout)
 
 
 def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str, peers_python: Path | None):
+    if join_runs.is_join(scenario):
+        return join_runs.run_join(scenario, args, args.join_inputs, tag, peers_python)
     output, group = f"bench-out-{tag}", f"bench-{tag}"
     create_topic(args.admin, output, PARTITIONS)
     topics = [output]
@@ -111,6 +106,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         checked = [r.get("output_ok") for r in runs if r.get("output_ok") is not None]
         summary["all_outputs_complete"] = all(checked) if checked else None  # None: broker cannot say
         summary["records"] = ok[0]["consumed"]
+        summary.update(join_runs.summary_fields(ok))
     return summary
 
 
@@ -139,6 +135,7 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         "eos / alo confluent": ratio("streamkit-confluent-eos", "streamkit-confluent"),
         "eos / alo aiokafka": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
         "eos confluent / quix eos": ratio("streamkit-confluent-eos", "quix-eos"),
+        **join_runs.ratios(rate, summary),
     }
     for driver in ("confluent", "aiokafka"):
         lat = extras.get(f"latency-{driver}") or {}
@@ -202,12 +199,26 @@ def skip_unsupported(args: argparse.Namespace, scenarios: list[str]) -> dict[str
     return skipped
 
 
+def select_scenarios(args: argparse.Namespace) -> list[str]:
+    """Every scenario in run order (the peers' unless ``--no-peers``), or the ``--scenarios``
+    subset; the recovery ones only with ``--recovery-keys`` > 0."""
+    peers = [] if args.no_peers else PEERS + join_runs.PEER_JOINS
+    scenarios = STREAMKIT + join_runs.JOINS + peers + EXTRAS[:-1] + ([] if args.no_peers else EXTRAS[-1:])
+    if args.scenarios:
+        scenarios = [s for s in scenarios if s in args.scenarios.split(",")]
+    if args.recovery_keys <= 0:
+        scenarios = [s for s in scenarios if "recovery" not in s]
+    return scenarios
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["run"])
     parser.add_argument("--broker", required=True, help="HOST:PORT")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--peer-records", type=int, default=100_000, help="records each peer run processes")
+    parser.add_argument("--join-records", type=int, default=200_000,
+                        help="orders (join-table) and records per side (join-window), streamkit and Quix alike")
     parser.add_argument("--recovery-keys", type=int, default=1_000_000, help="0 skips the recovery benchmark")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
@@ -218,11 +229,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per scenario run")
     parser.add_argument("--json", default=str(HERE / "results" / "run.json"))
     args = parser.parse_args(argv)
-    scenarios = STREAMKIT + ([] if args.no_peers else PEERS) + EXTRAS[:-1] + ([] if args.no_peers else EXTRAS[-1:])
-    if args.scenarios:
-        scenarios = [s for s in scenarios if s in args.scenarios.split(",")]
-    if args.recovery_keys <= 0:
-        scenarios = [s for s in scenarios if "recovery" not in s]
+    scenarios = select_scenarios(args)
     skipped = skip_unsupported(args, scenarios)
     scenarios = [s for s in scenarios if s not in skipped]
     extras_wanted = [s for s in scenarios if s in EXTRAS]
@@ -233,17 +240,26 @@ def main(argv: list[str]) -> int:
     run_id = uuid.uuid4().hex[:8]
     input_topic = f"bench-in-{run_id}"
     args.admin = admin_client(args.broker)
-    # Kafka's defaults, spelled out: the dev broker describes only configs set explicitly, and
-    # Quix derives its changelog's config from the input topic's retention settings.
-    create_topic(args.admin, input_topic, PARTITIONS, {"retention.ms": "604800000", "retention.bytes": "-1"})
-    fill_s = fill_input(args.broker, input_topic, args.records)
-    print(f"broker {args.broker}: filled {input_topic} with {topic_count(args.broker, input_topic)} records in "
-          f"{fill_s:.1f}s; {len(scenarios)} scenarios x {args.repeat}, then {', '.join(extras_wanted) or 'nothing else'}",
-          flush=True)
+    created: list[str] = []
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}
     extras: dict[str, dict[str, Any]] = {}
-    created = [input_topic]
     try:
+        if any(not join_runs.is_join(s) for s in scenarios) or any(e.startswith("scale-out") for e in extras_wanted):
+            # Kafka's defaults, spelled out: the dev broker describes only configs set explicitly, and
+            # Quix derives its changelog's config from the input topic's retention settings.
+            create_topic(args.admin, input_topic, PARTITIONS, {"retention.ms": "604800000", "retention.bytes": "-1"})
+            created.append(input_topic)
+            fill_s = fill_input(args.broker, input_topic, args.records)
+            print(f"broker {args.broker}: filled {input_topic} with {topic_count(args.broker, input_topic)} records "
+                  f"in {fill_s:.1f}s", flush=True)
+        args.join_inputs = join_inputs.prepare(
+            args.admin, args.broker, run_id, args.join_records, table=any("join-table" in s for s in scenarios),
+            window=any("join-window" in s for s in scenarios), created=created)
+        if args.join_inputs.topics:
+            print(f"join inputs: {', '.join(args.join_inputs.topics)} ({args.join_records} orders, or records per "
+                  f"side; {join_inputs.CUSTOMERS} customers) in {args.join_inputs.fill_s:.1f}s", flush=True)
+        print(f"{len(scenarios)} scenarios x {args.repeat}, then {', '.join(extras_wanted) or 'nothing else'}",
+              flush=True)
         for rep in range(args.repeat):
             for scenario in scenarios:
                 result, topics = run_one(scenario, args, input_topic, f"{run_id}-{scenario}-{rep}", peers_python)
@@ -254,8 +270,8 @@ def main(argv: list[str]) -> int:
                           flush=True)
                 else:
                     print(f"  {scenario} #{rep + 1}: {result['records_per_s']:,.0f} rec/s "
-                          f"({result['consumed']} in {result['elapsed_s']:.1f}s), out {result['output_records']}",
-                          flush=True)
+                          f"({result['consumed']} in {result['elapsed_s']:.1f}s), out {result['output_records']}"
+                          f"{join_runs.describe(result)}", flush=True)
         summary = {s: summarize(r) for s, r in runs.items()}
         for driver in ("confluent", "aiokafka"):
             if f"latency-{driver}" in extras_wanted:
@@ -275,7 +291,8 @@ def main(argv: list[str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "benchmark": "run", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "broker": args.broker,
-        "records": args.records, "peer_records": args.peer_records, "repeat": args.repeat,
+        "records": args.records, "peer_records": args.peer_records, "join_records": args.join_records,
+        "join_grace_ms": join_runs.grace_ms(args.join_records), "repeat": args.repeat,
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
         "skipped": skipped, "summary": summary, "ratios": out, "extras": {k: v for k, v in extras.items() if k not in ("recovery", "peer-recovery")},
         "recovery": (extras.get("recovery") or {}).get("summary"),
