@@ -16,9 +16,12 @@ key is the record's key bytes (length-prefixed), its side, timestamp and offset;
 bytes as received plus whether it paired. An index of (key, timestamp) per partition is kept in
 memory and rebuilt from the store after an assignment, a recovery or a rolled-back checkpoint.
 Both topics must have the same partition count and keys serialised alike (checked at start).
+Each partition's two sides are read in timestamp order (aligned.py), so catching up on two
+filled topics makes no record late.
 """
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import struct
@@ -27,11 +30,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from ..codecs import RawCodec
 from ..errors import ConfigurationError
-from ..streams.stream import Stream
+from ..streams.stream import Stream, _get_within
 from ..tables.table import DELETED, Table, TablePartition
 from ..tables.values import TableEntries
 from ..topics import Topic, TopicGroup
 from ..transport.partitioner import partition_for_key
+from .aligned import TimeAligner
 
 if TYPE_CHECKING:
     from ..app import App
@@ -295,7 +299,38 @@ class WindowJoin(TopicGroup):
 
 
 class JoinStream(Stream):
-    """The stream of a WindowJoin input: pairs, in the order the records that made them came."""
+    """The stream of a WindowJoin input: pairs, in the order the records that made them were
+    read: each partition's two sides in timestamp order (aligned.py)."""
+
+    def __init__(self, subscriber: Any, *, topic: Any = None, owner: Any = None) -> None:
+        super().__init__(subscriber, topic=topic, owner=owner)
+        self._aligner: TimeAligner | None = None
+
+    async def _next_batch(self, timeout: float | None) -> Any:
+        join: WindowJoin = self.topic  # type: ignore[assignment]
+        aligner = self._aligner
+        if aligner is None:
+            aligner = self._aligner = TimeAligner(join.left.name, join.right.name, join.app.runtime)
+        inbox = self.subscriber.inbox
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            while not inbox.empty():  # whatever the router queued, without waiting
+                aligner.add(inbox.get_nowait())
+            picked = await aligner.pick(loop.time())
+            if isinstance(picked, tuple):
+                event = self._hand_out(*picked)
+                self._batch = None  # the next record is picked again, not the batch's next
+                return event
+            wait = picked
+            if deadline is not None:
+                left = deadline - loop.time()
+                if left <= 0:
+                    return None
+                wait = left if wait is None else min(wait, left)
+            batch = await (inbox.get() if wait is None else _get_within(inbox, wait))
+            if batch is not None:
+                aligner.add(batch)
 
     async def _values(self) -> AsyncIterator[Any]:
         join: WindowJoin = self.topic  # type: ignore[assignment]

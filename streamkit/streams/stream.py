@@ -180,6 +180,10 @@ class Stream(Chainable, Generic[T]):
                 return self._hand_out(batch, idx)
             self._batch = None
         self.started = True  # waiting for records: the topology may be frozen (once per batch)
+        return await self._next_batch(timeout)
+
+    async def _next_batch(self, timeout: float | None) -> Event | None:
+        """The first event of the next batch (a windowed join picks by time: joins/aligned.py)."""
         while True:
             if timeout is None:
                 batch = await self.subscriber.inbox.get()

@@ -1,0 +1,108 @@
+"""Time-aligned reading for windowed joins: a join's two partitions of one number are read in
+timestamp order, as Kafka Streams picks a task's next record across its partitions.
+
+Without it, a join catching up on two filled topics (a restart after downtime, a reprocessing,
+a new app on old data) reads whole batches of one side before the other: the stream time runs
+ahead on the first, and the second's records arrive behind it, late, dropped. So the join keeps
+each partition's delivered batches apart and hands out the earliest head of the two sides. When
+one side has nothing delivered, it waits while that side is known to have more (its high
+watermark, as the last fetch reported it, lies past what was delivered; Kafka Streams'
+``max.task.idle.ms=0``, KIP-695), at most ``WAIT_CAP`` seconds per wait, and not while
+``MAX_BUFFERED`` records wait here (the router's inbox must keep moving). Records of one
+partition keep their order; the offsets committed are still each partition's processed prefix.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..transport.base import TP
+
+if TYPE_CHECKING:
+    from ..runtime.progress import Batch
+
+WAIT_CAP = 2.0  # seconds one side waits for the other's known records, at most
+MAX_BUFFERED = 50_000  # records held here before the earliest goes out without waiting
+
+
+class TimeAligner:
+    """The delivered, unprocessed batches of a join's partitions, picked by timestamp."""
+
+    def __init__(self, left: str, right: str, runtime: Any) -> None:
+        self.partner = {left: right, right: left}
+        self.side = {left: 0, right: 1}  # equal timestamps: the left record first
+        self.runtime = runtime
+        self.queues: dict[TP, deque[list[Any]]] = {}  # tp -> [batch, next index] entries
+        self.buffered = 0
+        self.waiting_since: dict[TP, float] = {}
+        self.settled: dict[TP, int] = {}  # high watermark at which a side was found caught up
+        self.probed: dict[TP, tuple[int, int | None]] = {}  # (high, delivered) its position was asked at
+
+    def add(self, batch: "Batch") -> None:
+        if batch.revoked or not batch.events:
+            return
+        self.queues.setdefault(batch.tp, deque()).append([batch, 0])
+        self.buffered += len(batch.events)
+        self.waiting_since.pop(batch.tp, None)
+
+    def _head(self, tp: TP) -> list[Any] | None:
+        queue = self.queues.get(tp)
+        while queue:
+            entry = queue[0]
+            batch, idx = entry
+            if not batch.revoked and idx < len(batch.events):
+                return entry
+            if batch.revoked:  # revoked or rewound: the router delivers them again
+                self.buffered -= len(batch.events) - idx
+            queue.popleft()
+        return None
+
+    def _take(self, entry: list[Any]) -> tuple["Batch", int]:
+        batch, idx = entry
+        entry[1] = idx + 1
+        self.buffered -= 1
+        return batch, idx
+
+    async def pick(self, now: float) -> tuple["Batch", int] | float | None:
+        """The next ``(batch, index)`` to hand out; else the seconds to wait for a batch before
+        asking again (None: nothing is held, wait for one)."""
+        wait: float | None = None
+        for tp in list(self.queues):
+            entry = self._head(tp)
+            if entry is None:
+                continue
+            partner = TP(self.partner[tp.topic], tp.partition)
+            other = self._head(partner)
+            if other is not None:
+                mine = (entry[0].events[entry[1]].timestamp or 0, self.side[tp.topic])
+                theirs = (other[0].events[other[1]].timestamp or 0, self.side[partner.topic])
+                if mine < theirs:
+                    return self._take(entry)
+                continue  # the partner's head is earlier: it goes out in its turn
+            remaining = await self._wait_for(partner, now)
+            if remaining <= 0:
+                return self._take(entry)
+            wait = remaining if wait is None else min(wait, remaining)
+        return wait
+
+    async def _wait_for(self, partner: TP, now: float) -> float:
+        """How much longer to wait for ``partner``'s records (<= 0: not at all)."""
+        runtime = self.runtime
+        if self.buffered >= MAX_BUFFERED or runtime is None or partner not in runtime.assigned:
+            return 0.0
+        consumer = runtime.consumer
+        high = consumer.highwater(partner)
+        delivered = runtime.router.delivered.get(partner)
+        if high is not None and (self.settled.get(partner) == high or (delivered is not None and high <= delivered)):
+            return 0.0
+        since = self.waiting_since.setdefault(partner, now)
+        remaining = since + WAIT_CAP - now
+        if remaining > 0 and high is not None and self.probed.get(partner) != (high, delivered):
+            # transaction markers (or aborted records) may be all that lies past the delivered
+            # records: the consumer's position, past them, tells (asked once per state)
+            self.probed[partner] = (high, delivered)
+            position = await consumer.position(partner)
+            if position is not None and position >= high and (delivered is None or position - delivered <= 1):
+                self.settled[partner] = high
+                return 0.0
+        return remaining
