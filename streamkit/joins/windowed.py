@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from bisect import bisect_left, insort
 import logging
 import struct
 from datetime import timedelta
@@ -137,14 +138,15 @@ class JoinBuffer(Table):
                 continue
             key, side, ts = split_buffer_key(store_key)
             self._track(state, key, side, ts, store_key, unpaired=emits[side] and raw[:1] == UNPAIRED)
-        for side_index in state.index:
-            for entries in side_index.values():
-                entries.sort()
         return state
 
     def _track(self, state: _Buffered, key: bytes, side: int, ts: int, store_key: bytes, *, unpaired: bool) -> None:
         window = self.join.window
-        state.index[side].setdefault(key, []).append((ts, store_key))
+        entries = state.index[side].setdefault(key, [])
+        if entries and entries[-1] > (ts, store_key):
+            insort(entries, (ts, store_key))  # out of order: kept sorted, the window is a slice
+        else:
+            entries.append((ts, store_key))
         heapq.heappush(state.leaving, (ts + (window.after if side == LEFT else window.before) + window.grace, store_key))
         if unpaired:
             state.unpaired.add(store_key)
@@ -248,16 +250,18 @@ class WindowJoin(TopicGroup):
         if others:
             lo, hi = (ts - window.before, ts + window.after) if side == LEFT else (ts - window.after, ts + window.before)
             decode = (self.right if side == LEFT else self.left).value_codec.decode
-            for other_ts, store_key in others:
-                if lo <= other_ts <= hi:
-                    stored = buffer.raw(part, store_key)
-                    if stored is None:
-                        continue
-                    other = decode(stored[1:])
-                    out.append((event.value, other) if side == LEFT else (other, event.value))
-                    if store_key in state.unpaired:
-                        state.unpaired.discard(store_key)
-                        part.cache[store_key] = PAIRED + stored[1:]
+            for i in range(bisect_left(others, (lo,)), len(others)):  # sorted by time: only the window's
+                other_ts, store_key = others[i]
+                if other_ts > hi:
+                    break
+                stored = buffer.raw(part, store_key)
+                if stored is None:
+                    continue
+                other = decode(stored[1:])
+                out.append((event.value, other) if side == LEFT else (other, event.value))
+                if store_key in state.unpaired:
+                    state.unpaired.discard(store_key)
+                    part.cache[store_key] = PAIRED + stored[1:]
         store_key = buffer_key(key, side, ts, message.offset)
         part.cache[store_key] = (PAIRED if out else UNPAIRED) + raw_value
         buffer._track(state, key, side, ts, store_key, unpaired=self.emits[side] and not out)
@@ -274,7 +278,9 @@ class WindowJoin(TopicGroup):
         key, side, ts = split_buffer_key(store_key)
         entries = state.index[side].get(key)
         if entries is not None:
-            entries.remove((ts, store_key))
+            at = bisect_left(entries, (ts, store_key))
+            if at < len(entries) and entries[at][1] == store_key:
+                del entries[at]
             if not entries:
                 del state.index[side][key]
         alone: list[tuple[Any, Any]] = []
