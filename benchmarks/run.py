@@ -292,7 +292,7 @@ def main(argv: list[str]) -> int:
     path.write_text(json.dumps({
         "benchmark": "run", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "broker": args.broker,
         "records": args.records, "peer_records": args.peer_records, "join_records": args.join_records,
-        "join_grace_ms": join_runs.grace_ms(args.join_records), "repeat": args.repeat,
+        "repeat": args.repeat,
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
         "skipped": skipped, "summary": summary, "ratios": out, "extras": {k: v for k, v in extras.items() if k not in ("recovery", "peer-recovery")},
         "recovery": (extras.get("recovery") or {}).get("summary"),
