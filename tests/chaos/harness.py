@@ -128,12 +128,13 @@ class Worker:
         return self.process.returncode
 
 
-def group_lag(broker: str, group: str, topic: str) -> int:
+def group_lag(broker: str, group: str, topic: str, ends: dict[int, int] | None = None) -> int:
     """Records of ``topic`` the group has not committed yet (end offset minus committed, summed).
 
     Outputs can all be out while the table is not: at-least-once sends outputs before the
     checkpoint, so a worker killed after sending leaves its table changes to whoever reprocesses
-    the records from the committed offsets. Tables are checked once this is 0.
+    the records from the committed offsets. Tables are checked once this is 0. ``ends``: each
+    partition's end as read (``topic_ends``), where the broker's may be too low (the dev broker).
     """
     consumer = Consumer({"bootstrap.servers": broker, "group.id": group, "enable.auto.commit": False})
     try:
@@ -142,10 +143,26 @@ def group_lag(broker: str, group: str, topic: str) -> int:
         lag = 0
         for tp in committed:
             _low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)
+            high = max(high, (ends or {}).get(tp.partition, 0))
             lag += max(0, high - max(tp.offset, 0))
         return lag
     finally:
         consumer.close()
+
+
+def topic_ends(broker: str, topic: str) -> dict[int, int]:
+    """Each partition's end as reading it finds (last offset + 1): the dev broker's ListOffsets
+    "latest" is the last batch's base offset + 1, too low after a batch of several records, so
+    a lag of 0 by it can come while the workers still have records to commit."""
+    reader = Reader(broker, topic, committed=False)
+    try:
+        reader.drain(quiet=1.0)
+        ends: dict[int, int] = {}
+        for message in reader.records:
+            ends[message.partition()] = max(ends.get(message.partition(), 0), message.offset() + 1)
+        return ends
+    finally:
+        reader.close()
 
 
 def create_topics(broker: str, names: dict[str, str]) -> None:

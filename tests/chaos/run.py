@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .disk import SmallDisk
 from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, sigkill_rounds,
-                      table_errors, window_errors)
+                      table_errors, topic_ends, window_errors)
 
 SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
@@ -163,7 +163,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         deadline = time.monotonic() + drain_timeout
         while len({m.value() for m in outputs.records}) < records and time.monotonic() < deadline:
             outputs.poll(1.0)
-        while time.monotonic() < deadline and group_lag(broker, names["app"], names["in"]) > 0:
+        ends = topic_ends(broker, names["in"])
+        while time.monotonic() < deadline and group_lag(broker, names["app"], names["in"], ends) > 0:
             outputs.poll(1.0)  # every input checkpointed: the tables have caught up too
         everyone = pool + extras
         if len({m.value() for m in outputs.records}) < records:  # stalled: leave evidence in the logs
