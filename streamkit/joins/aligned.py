@@ -37,6 +37,7 @@ class TimeAligner:
         self.waiting_since: dict[TP, float] = {}
         self.settled: dict[TP, int] = {}  # high watermark at which a side was found caught up
         self.probed: dict[TP, tuple[int, int | None]] = {}  # (high, delivered) its position was asked at
+        self.unaligned = {"full": 0, "waited": 0}  # records handed out without the other side: why
 
     def add(self, batch: "Batch") -> None:
         if batch.revoked or not batch.events:
@@ -88,7 +89,10 @@ class TimeAligner:
     async def _wait_for(self, partner: TP, now: float) -> float:
         """How much longer to wait for ``partner``'s records (<= 0: not at all)."""
         runtime = self.runtime
-        if self.buffered >= MAX_BUFFERED or runtime is None or partner not in runtime.assigned:
+        if self.buffered >= MAX_BUFFERED:
+            self.unaligned["full"] += 1
+            return 0.0
+        if runtime is None or partner not in runtime.assigned:
             return 0.0
         consumer = runtime.consumer
         high = consumer.highwater(partner)
@@ -105,4 +109,6 @@ class TimeAligner:
             if position is not None and position >= high and (delivered is None or position - delivered <= 1):
                 self.settled[partner] = high
                 return 0.0
+        if remaining <= 0:
+            self.unaligned["waited"] += 1
         return remaining
