@@ -328,9 +328,9 @@ async def test_a_windowed_join_catching_up_on_two_filled_topics_reads_them_in_ti
     for name, shift in (("lefts", 0), ("rights", 50)):
         for i in range(count):
             broker.append(name, f"k{i % 7}".encode(), str(i).encode(), None, None, start_ms + i * 100 + shift)
+    truth = sorted([i, j] for i in range(count) for j in range(i % 7, count, 7)
+                   if abs((j * 100 + 50) - i * 100) <= 1000)  # j within 1 s of i: before the app runs
     async with driver:
         await driver.settle()
-        truth = sorted([i, j] for i in range(count) for j in range(i % 7, count, 7)
-                       if abs((j * 100 + 50) - i * 100) <= 1000)
         assert join.late_records == 0
         assert sorted(r.value for r in driver.records(out)) == truth
