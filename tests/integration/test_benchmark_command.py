@@ -27,8 +27,12 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
                                       "streamkit-confluent-windowed"}
     # every record processed; more when a rebalance on a loaded machine made a worker reprocess some
     assert all(s["ok_runs"] == 1 and s["records"] >= 3000 for s in result["summary"].values()), result["summary"]
+    # The printed ratio is the two scenarios' measured rates divided, not any positive number.
+    rates = {name: result["summary"][name]["median_rps"] for name in ("streamkit-confluent", "raw-confluent")}
+    assert all(math.isfinite(r) and r > 0 for r in rates.values()), rates
     ratio = result["ratios"]["stateless confluent / raw confluent"]
-    assert ratio is not None and math.isfinite(ratio) and ratio > 0
+    assert ratio == pytest.approx(rates["streamkit-confluent"] / rates["raw-confluent"]), (ratio, rates)
+    assert f"{'stateless confluent / raw confluent':<44} {ratio:,.2f}" in proc.stdout, proc.stdout[-2000:]
     latency = result["extras"]["latency-confluent"]
     assert latency["ok_runs"] == 1 and latency["all_complete"]
     assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
