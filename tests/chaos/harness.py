@@ -99,12 +99,24 @@ class Worker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def dump(self) -> None:
-        """Ask the worker to print its asyncio tasks and threads into its log (a stall's evidence)."""
-        if self.running:
-            assert self.process is not None
-            self.process.send_signal(signal.SIGUSR1)
-            time.sleep(1.0)  # the dump is written by the worker's loop; not a synchronisation wait
+    def dump(self, timeout: float = 10.0) -> bool:
+        """Ask the worker to print its asyncio tasks and threads into its log (a stall's evidence);
+        waits until the dump is in the log. False, said in the log, when none came by ``timeout``
+        (a loop too stuck to answer is evidence too: the run's failure is reported either way)."""
+        if not self.running:
+            return False
+        assert self.process is not None
+        marker = b" thread(s) ---"  # the dump's last section (runtime/diagnostics.py)
+        before = self.log_path.read_bytes().count(marker)
+        self.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + timeout
+        while self.log_path.read_bytes().count(marker) <= before:
+            if time.monotonic() > deadline or not self.running:
+                with open(self.log_path, "ab") as log:
+                    log.write(f"chaos harness: no task dump within {timeout:.0f} s of SIGUSR1\n".encode())
+                return False
+            time.sleep(0.1)
+        return True
 
     def kill(self) -> None:
         if self.running:
