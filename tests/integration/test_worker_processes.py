@@ -42,6 +42,17 @@ def produce(broker, topic, values, rate=None):
     producer.flush(30)
 
 
+def values_until(stop, *, after, sent):
+    """0, 1, 2, ... until ``after`` more once ``stop`` is set; each value is appended to ``sent``."""
+    n, left = 0, after
+    while left > 0:
+        if stop.is_set():
+            left -= 1
+        sent.append(n)
+        yield n
+        n += 1
+
+
 def output_values(broker, unique, expect, timeout):
     records = read_topic(broker, f"proc-out-{unique}", expect=expect, timeout=timeout)
     return Counter(int(m.value()) for m in records)
@@ -82,12 +93,15 @@ def workers():
 
 def test_sigkill_one_of_two_workers_loses_nothing(broker_address, driver, unique, workers, tmp_path):
     create_topics(broker_address, unique)
-    total = 6000
     a = start_worker(broker_address, driver, unique, tmp_path / "a.log")
     b = start_worker(broker_address, driver, unique, tmp_path / "b.log")
     workers += [a, b]
     wait_until(lambda: all("assigned" in (tmp_path / f"{w}.log").read_text() for w in "ab"), 60, "both workers joined")
-    feeder = threading.Thread(target=produce, args=(broker_address, f"proc-in-{unique}", range(total), 300))
+    # The input flows until 1000 records after the kill: the kill lands mid-stream, whenever it comes.
+    killed, sent = threading.Event(), []
+    feeder = threading.Thread(target=produce, args=(broker_address, f"proc-in-{unique}",
+                                                    values_until(killed, after=1000, sent=sent), 300),
+                              daemon=True)
     feeder.start()
 
     def a_is_working():
@@ -101,11 +115,15 @@ def test_sigkill_one_of_two_workers_loses_nothing(broker_address, driver, unique
         early = read_topic(broker_address, f"proc-out-{unique}", timeout=10, idle=0.5)
         return a_partitions if {m.partition() for m in early} & a_partitions else None
 
-    wait_until(a_is_working, 60, "both workers process their share")
-    assert feeder.is_alive(), "the input ended before the kill (the feed takes ~20 s)"
-    b_assignments = (tmp_path / "b.log").read_text().count("assigned")
-    a.send_signal(signal.SIGKILL)
+    try:
+        wait_until(a_is_working, 60, "both workers process their share")
+        b_assignments = (tmp_path / "b.log").read_text().count("assigned")
+        a.send_signal(signal.SIGKILL)
+    finally:
+        killed.set()  # the feeder ends on a failure too
     feeder.join(90)
+    assert not feeder.is_alive(), "the feeder did not finish within 90 s of the kill"
+    total = len(sent)
     counts = output_values(broker_address, unique, total, timeout=120)
     missing = [v for v in range(total) if counts[v] == 0]
     duplicated = sum(c - 1 for c in counts.values() if c > 1)
