@@ -16,6 +16,16 @@ from ..version import __version__
 from .app_commands import CommandsOfTheApp
 
 
+class Misuse(click.ClickException):
+    """A command used wrongly (bad -A spec, option or value): one line naming the fix, exit 2,
+    as click's own usage errors and the broker/configuration errors of ``run``."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"streamkit: {self.format_message()}", err=True)
+
+
 def load_app(spec: str) -> Any:
     """Import ``module:attribute``; a wrong spec is a one-line CLI error."""
     from ..app import import_app
@@ -23,7 +33,7 @@ def load_app(spec: str) -> Any:
     try:
         return import_app(spec)
     except ConfigurationError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise Misuse(str(exc)) from None
 
 
 def run(coro: Any) -> Any:
@@ -100,7 +110,7 @@ def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | N
             try:
                 setattr(app.conf, name, value)
             except ConfigurationError as exc:
-                raise click.ClickException(str(exc)) from None
+                raise Misuse(str(exc)) from None
     sys.exit(run_worker(app))
 
 
@@ -127,7 +137,7 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
     try:
         decoded = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        raise click.ClickException(f"--value is not JSON: {exc}") from None
+        raise Misuse(f"--value is not JSON: {exc}") from None
 
     topic = app.agents[target].topic if target in app.agents else (app.topics.get(target) or app.topic(target))
     obj = _typed_value(topic, decoded)  # checked before anything connects
@@ -156,14 +166,14 @@ def _typed_value(topic: Any, decoded: Any) -> Any:
         try:
             codec.encode(decoded)
         except Exception as exc:
-            raise click.ClickException(f"--value {decoded!r} cannot go to {topic.name!r} ({codec.name} values): {exc}; "
+            raise Misuse(f"--value {decoded!r} cannot go to {topic.name!r} ({codec.name} values): {exc}; "
                                        "pass a JSON string (--value '\"text\"') for str and bytes topics") from None
         return decoded
     try:
         return topic.value_codec.decode(orjson.dumps(decoded))
     except Exception as exc:
         name = getattr(topic.value_type, "__name__", str(topic.value_type))
-        raise click.ClickException(f"--value does not fit {name}, the value type of {topic.name!r}: {exc}") from None
+        raise Misuse(f"--value does not fit {name}, the value type of {topic.name!r}: {exc}") from None
 
 
 @cli.command()
@@ -275,7 +285,7 @@ def topics_create(name: str, partitions: int, replicas: int, configs: tuple[str,
     drv, address = _admin_driver(app_spec, broker, driver)
     malformed = [c for c in configs if "=" not in c or not c.split("=", 1)[0]]
     if malformed:
-        raise click.ClickException(f"--config takes key=value (e.g. retention.ms=86400000), got {malformed[0]!r}")
+        raise Misuse(f"--config takes key=value (e.g. retention.ms=86400000), got {malformed[0]!r}")
     config = dict(c.split("=", 1) for c in configs)
     spec = TopicSpec(name, partitions, replicas, config)
     run(ensure_topics(drv, address, [spec], {name: partitions}, 15.0))

@@ -35,10 +35,13 @@ def app_module(tmp_path, monkeypatch):
 
 
 def invoke(*args):
+    """The one line a misused command prints; it exits 2 (CLI misuse), without a traceback."""
     result = CliRunner().invoke(cli, list(args))
-    assert result.exit_code != 0, result.output
     assert isinstance(result.exception, SystemExit), f"not a clean exit: {result.exception!r}"  # a crash is kept here
-    return result.output.strip()
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    out = result.output.strip()
+    assert "\n" not in out and "Traceback" not in out, out
+    return out
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -72,9 +75,16 @@ def test_topics_create_with_a_malformed_config_pair(app_module):
 @pytest.mark.parametrize("spec, expected", [
     ("no_such_module_xyz:app", "cannot import 'no_such_module_xyz'"),
     ("streamkit:nothing_here", "is not a streamkit App"),
+    (":app", "an app is named as module:attribute, not ':app'"),
 ])
-def test_a_bad_app_spec(spec, expected):
-    assert expected in invoke("agents", "-A", spec)
+@pytest.mark.parametrize("command", [["agents"], ["worker"], ["send", "orders", "--value", "1"]])
+def test_a_bad_app_spec(spec, expected, command):
+    assert expected in invoke(*command, "-A", spec)
+
+
+def test_a_bad_app_spec_before_the_command(app_module):
+    """Faust's order (``streamkit -A app worker``) reads the spec before the command."""
+    assert "cannot import 'no_such_module_xyz'" in invoke("-A", "no_such_module_xyz:app", "agents")
 
 
 async def test_an_existing_topic_with_another_partition_count_stops_the_worker_in_one_line(tmp_path, capsys):
