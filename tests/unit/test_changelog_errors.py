@@ -5,6 +5,7 @@ import uuid
 
 import streamkit as sk
 from streamkit.runtime.dead_letters import HEADER_ERROR, HEADER_OFFSET, HEADER_STAGE
+from streamkit.tables import recovery
 from streamkit.testing import wait_for
 from streamkit.transport import TP
 from streamkit.transport.memory import MemoryBroker
@@ -43,7 +44,8 @@ async def test_an_unreadable_changelog_record_goes_to_the_error_policy_with_tabl
     assert b"invalid JSON" in headers[HEADER_ERROR]
 
 
-async def test_a_failing_tailer_is_reported_and_restarted(tmp_path):
+async def test_a_failing_tailer_is_reported_and_restarted(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(recovery, "TAILER_BACKOFF", (0.05, 0.05))  # the restart's pause, not what is tested
     name = f"tailfail-{uuid.uuid4().hex[:6]}"
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path))
@@ -65,4 +67,6 @@ async def test_a_failing_tailer_is_reported_and_restarted(tmp_path):
         await app.send_raw(f"{name}-flags-changelog", b"colour", b'"blue"', partition=number)
         await wait_for(lambda: tailer.failures == 1, 10, message="the failure counted")
         assert "No space left" in str(tailer.last_error)
+        [logged] = [r for r in caplog.records if "changelog tailer" in r.getMessage() and r.levelname == "ERROR"]
+        assert "No space left" in logged.getMessage(), logged.getMessage()  # the cause, in the worker's log
         await wait_for(lambda: flags.get("colour") == "blue", 10, message="the restarted tailer applied it")
