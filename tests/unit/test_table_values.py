@@ -180,3 +180,74 @@ async def test_an_unstorable_value_fails_its_record_not_the_checkpoint(tmp_path)
         await wait_for(lambda: done == ["b"] and app.runtime.errors.counts["dlq"] == 1, 10)
         await app.runtime.checkpoint.commit()
         assert latest["b"] == {"v": "good"} and "a" not in latest
+
+
+# -- generated keys and values through a running app: the store, the changelog and recovery -------
+
+import asyncio  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from hypothesis import HealthCheck  # noqa: E402
+
+
+async def _through_an_app(pairs: list[tuple], base: Path) -> dict[str, dict[bytes, tuple]]:
+    """Writes each (key, value) from a record keyed like it, checkpoints, then reads the table
+    back three ways: from the worker's store, after a restart on its data dir (the local store),
+    and after a start on an empty data dir (recovered from the changelog)."""
+    name = f"prop-{uuid.uuid4().hex[:6]}"
+    codec = KeyCodec()
+
+    def build(tag: str):
+        app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, data_dir=str(base / tag))
+        items = app.topic("items", value_type=int)
+        table = app.Table("anything")
+        done: list[int] = []
+
+        @app.agent(items)
+        async def keep(stream):
+            async for i in stream:
+                table[pairs[i][0]] = pairs[i][1]
+                done.append(i)
+
+        return app, items, table, done
+
+    def read(app, table) -> dict[bytes, tuple]:
+        return {codec.encode(k): (k, v) for k, v in table.items()}
+
+    out: dict[str, dict[bytes, tuple]] = {}
+    app, items, table, done = build("a")
+    async with app.running():
+        for i, (key, _) in enumerate(pairs):
+            await items.send(key=key, value=i)  # the record's key places it where the table key lives
+        await wait_for(lambda: len(done) == len(pairs), 10, message="every pair written")
+        await app.runtime.checkpoint.commit()  # from here on the values come from the store
+        out["store"] = read(app, table)
+    for tag, where in (("a", "local store"), ("b", "changelog")):
+        again, _, table2, _ = build(tag)
+        async with again.running():
+            await wait_for(lambda: again.runtime.tables is not None and again.runtime.tables.ready
+                           and len(table2.local) == table.partitions, 10, message=f"restored from the {where}")
+            out[where] = read(again, table2)
+    return out
+
+
+def _dedupe(entries: list[tuple]) -> list[tuple]:
+    """One pair per key as the table stores it (``1`` and ``"1"`` are the same key bytes)."""
+    codec = KeyCodec()
+    return list({codec.encode(k): (k, v) for k, v in entries}.values())
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=st.lists(st.tuples(_keys, _values.filter(lambda v: v is not None)), min_size=1, max_size=6)
+       .map(_dedupe))
+def test_generated_keys_and_values_survive_store_changelog_and_recovery(entries):
+    with tempfile.TemporaryDirectory() as base:
+        seen = asyncio.run(_through_an_app(entries, Path(base)))
+    expected = {KeyCodec().encode(k): (k, v) for k, v in entries}
+    for where, got in seen.items():
+        assert got.keys() == expected.keys(), (where, sorted(got), sorted(expected))
+        for key_bytes, (key, value) in expected.items():
+            got_key, got_value = got[key_bytes]
+            assert _same(got_key, key), (where, key, got_key)
+            assert _same(got_value, value), (where, value, got_value)
