@@ -4,8 +4,9 @@ By default the session starts the dev broker on a free loopback port; ``STREAMKI
 host:port`` points the suite at another broker (Apache Kafka). ``@pytest.mark.requires("cap")``
 skips a test, with the probe's reason, where the broker lacks that capability. A probe that
 cannot conclude skips on the dev broker but *fails* the test on an external broker (which claims
-to be Kafka: a broken probe there would hide every test behind it). The run's summary lists each
-capability probed, its answer and how many tests it skipped.
+to be Kafka: a broken probe there would hide every test behind it). On an external broker the
+run starts by listing each capability's answer and how many tests it skips; the summary at the
+end lists each capability probed, its answer and how many tests it skipped.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "requires(capability): skip unless the broker has this capability")
 
 
-def pytest_report_collectionfinish(config: Any, items: list[Any]) -> str | None:
-    """At the start of the run: which capabilities the collected tests need, and how many each."""
+def pytest_report_collectionfinish(config: Any, items: list[Any]) -> str | list[str] | None:
+    """At the start of the run: which capabilities the collected tests need, how many each, and
+    on an external broker each one's answer and what its tests will do (run, skip or fail)."""
     needed: dict[str, int] = {}
     for item in items:
         for marker in item.iter_markers("requires"):
@@ -37,9 +39,28 @@ def pytest_report_collectionfinish(config: Any, items: list[Any]) -> str | None:
                 needed[name] = needed.get(name, 0) + 1
     if not needed:
         return None
-    where = os.environ.get("STREAMKIT_TEST_BROKER") or "the dev broker"
-    listed = ", ".join(f"{name} ({count} test(s))" for name, count in sorted(needed.items()))
-    return f"broker capabilities needed on {where}: {listed}; each is probed once, answers at the end"
+    external = os.environ.get("STREAMKIT_TEST_BROKER")
+    listing = config is not None and config.getoption("collectonly", False)
+    if not external or listing:  # the dev broker starts with the first test that needs it: answers at the end
+        listed = ", ".join(f"{name} ({count} test(s))" for name, count in sorted(needed.items()))
+        return f"broker capabilities needed on {external or 'the dev broker'}: {listed}; each is probed once, answers at the end"
+    caps = capabilities_for(external)  # an external broker is there already: ask it now
+    lines = [f"broker capabilities on {external}:"]
+    for name, count in sorted(needed.items()):
+        ok, reason = caps.check(name)
+        fate = {True: "run", False: "skip", None: "FAIL"}[ok]
+        lines.append(f"  {name}: {ANSWERS[ok]} ({reason}); {count} test(s) will {fate}")
+    return lines
+
+
+ANSWERS = {True: "yes", False: "no", None: "unknown"}
+_CAPABILITIES: dict[str, Capabilities] = {}
+
+
+def capabilities_for(address: str) -> Capabilities:
+    """One Capabilities per broker address for the run: each probe runs once, whether asked at
+    collection (an external broker) or by the first test that needs it."""
+    return _CAPABILITIES.setdefault(address, Capabilities(address))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -48,7 +69,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     where = os.environ.get("STREAMKIT_TEST_BROKER") or "the dev broker"
     terminalreporter.write_sep("-", f"broker capabilities ({where})")
     for name, (ok, reason) in sorted(_PROBED.items()):
-        answer = {True: "yes", False: "no", None: "unknown"}[ok]
+        answer = ANSWERS[ok]
         terminalreporter.write_line(f"{name}: {answer} ({reason}); tests skipped for it: {_SKIPPED.get(name, 0)}")
 
 
@@ -87,7 +108,7 @@ def broker_pid(_session_broker: tuple[str, int | None]) -> int:
 
 @pytest.fixture(scope="session")
 def capabilities(broker_address: str) -> Capabilities:
-    return Capabilities(broker_address)
+    return capabilities_for(broker_address)
 
 
 @pytest.fixture(autouse=True)
