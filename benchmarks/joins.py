@@ -24,6 +24,7 @@ Prints one ``RESULT {json}`` line (``quick_stateless.Meter``'s fields plus the j
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import asyncio
 import json
 import logging
@@ -210,24 +211,13 @@ async def run_join_window(args: argparse.Namespace, driver: str) -> dict[str, An
         checkpoint_started = time.perf_counter()
         await final_checkpoint(app)
         meter.done()
-        unaligned = _unaligned(app)
+        alignment = dataclasses.asdict(join.alignment)  # records handed out unpaired, and why
     checkpoint_s = meter.t1 - checkpoint_started
     if stalled:  # the wait for pairs that did not come is not the join's throughput
         meter.t1 = last_change + checkpoint_s
     return meter.result(f"join-window-{driver}", state["inputs"], pairs=state["pairs"], expected_pairs=expected,
-                        late_records=join.late_records, unaligned=unaligned, within_ms=args.within_ms, grace_ms=args.grace_ms,
+                        late_records=join.late_records, alignment=alignment, within_ms=args.within_ms, grace_ms=args.grace_ms,
                         final_checkpoint_s=checkpoint_s, stalled=stalled)
-
-
-def _unaligned(app: sk.App) -> dict[str, int]:
-    """Records the join handed out without waiting for the other side, by reason (aligned.py)."""
-    totals = {"full": 0, "waited": 0}
-    for agent in app.agents.values():
-        for stream in agent.streams:
-            aligner = getattr(stream, "_aligner", None)
-            for reason, count in (aligner.unaligned if aligner else {}).items():
-                totals[reason] += count
-    return totals
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
-from ..errors import refuse_faust_options
+from ..errors import ConfigurationError, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..streams.stream import Stream
 from .fold import Fold, per_record
@@ -37,6 +37,9 @@ class Agent:
                  sink: Iterable[Any] | None = None, fold: "Fold | None" = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        one_reader = getattr(topic, "one_reader", None)  # why this input is read by one stream only
+        if concurrency > 1 and one_reader:
+            raise ConfigurationError(f"agent {name!r}: concurrency={concurrency} is refused: {one_reader}")
         self.app = app
         self.source_fun = fun  # as declared (Spark inspects it)
         self.topic = topic

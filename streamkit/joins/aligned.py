@@ -7,13 +7,20 @@ ahead on the first, and the second's records arrive behind it, late, dropped. So
 each partition's delivered batches apart and hands out the earliest head of the two sides. When
 one side has nothing delivered, it waits while that side is known to have more (its high
 watermark, as the last fetch reported it, lies past what was delivered; Kafka Streams'
-``max.task.idle.ms=0``, KIP-695), at most ``WAIT_CAP`` seconds per wait, and not while
-``MAX_BUFFERED`` records wait here (the router's inbox must keep moving). Records of one
+``max.task.idle.ms=0``, KIP-695), at most ``WAIT_CAP`` seconds per wait. Records of one
 partition keep their order; the offsets committed are still each partition's processed prefix.
+
+Holding records here drains the router's bounded inbox, so the inbox no longer holds the
+consumer back: a client that delivers one side far ahead of the other (librdkafka catching up)
+would fill memory, or, with a cap, push records out unpaired and the other side in late. So a
+partition holding ``PAUSE_AT`` records is paused at the consumer (Kafka Streams'
+``buffered.records.per.partition``) and resumed at half that; ``HOLD_CAP`` per partition is the
+last resort for what a client still delivers after the pause.
 """
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..transport.base import TP
@@ -22,29 +29,63 @@ if TYPE_CHECKING:
     from ..runtime.progress import Batch
 
 WAIT_CAP = 2.0  # seconds one side waits for the other's known records, at most
-MAX_BUFFERED = 50_000  # records held here before the earliest goes out without waiting
+PAUSE_AT = 5_000  # records held for one partition before it is paused (resumed at half)
+HOLD_CAP = 50_000  # records held for one partition before its earliest go out without waiting
+
+
+@dataclass
+class AlignmentCounters:
+    """What a join's readers did to keep its two sides in time order; a record handed out
+    unaligned may make the other side's records late."""
+
+    held_full: int = 0  # handed out unpaired: its partition held HOLD_CAP records
+    waited: int = 0  # handed out unpaired: the other side's known records did not come in WAIT_CAP
+    pauses: int = 0  # times a partition was paused holding PAUSE_AT records
+
+    @property
+    def unaligned(self) -> int:
+        return self.held_full + self.waited
 
 
 class TimeAligner:
     """The delivered, unprocessed batches of a join's partitions, picked by timestamp."""
 
-    def __init__(self, left: str, right: str, runtime: Any) -> None:
+    def __init__(self, left: str, right: str, runtime: Any, counters: AlignmentCounters, reason: str) -> None:
         self.partner = {left: right, right: left}
         self.side = {left: 0, right: 1}  # equal timestamps: the left record first
         self.runtime = runtime
+        self.counters = counters
         self.queues: dict[TP, deque[list[Any]]] = {}  # tp -> [batch, next index] entries
-        self.buffered = 0
+        self.held: dict[TP, int] = {}  # records held per partition
         self.waiting_since: dict[TP, float] = {}
         self.settled: dict[TP, int] = {}  # high watermark at which a side was found caught up
         self.probed: dict[TP, tuple[int, int | None]] = {}  # (high, delivered) its position was asked at
-        self.unaligned = {"full": 0, "waited": 0}  # records handed out without the other side: why
+        self.reason = reason  # this join's name in the pause ledger
+        if self.pauses is not None:
+            self.pauses.release_all(reason)  # a restarted agent's stream starts over: so do its pauses
+
+    @property
+    def pauses(self) -> Any:
+        """The worker's pause ledger (made with its consumer, which may come after this stream)."""
+        return getattr(self.runtime, "pauses", None)
 
     def add(self, batch: "Batch") -> None:
         if batch.revoked or not batch.events:
             return
-        self.queues.setdefault(batch.tp, deque()).append([batch, 0])
-        self.buffered += len(batch.events)
-        self.waiting_since.pop(batch.tp, None)
+        tp = batch.tp
+        self.queues.setdefault(tp, deque()).append([batch, 0])
+        held = self.held[tp] = self.held.get(tp, 0) + len(batch.events)
+        self.waiting_since.pop(tp, None)
+        pauses = self.pauses
+        if held >= PAUSE_AT and pauses is not None and not pauses.holds(self.reason, tp):
+            pauses.hold(self.reason, [tp])
+            self.counters.pauses += 1
+
+    def _less(self, tp: TP, count: int) -> None:
+        held = self.held[tp] = self.held[tp] - count
+        pauses = self.pauses
+        if held <= PAUSE_AT // 2 and pauses is not None and pauses.holds(self.reason, tp):
+            pauses.release(self.reason, [tp])
 
     def _head(self, tp: TP) -> list[Any] | None:
         queue = self.queues.get(tp)
@@ -54,14 +95,14 @@ class TimeAligner:
             if not batch.revoked and idx < len(batch.events):
                 return entry
             if batch.revoked:  # revoked or rewound: the router delivers them again
-                self.buffered -= len(batch.events) - idx
+                self._less(tp, len(batch.events) - idx)
             queue.popleft()
         return None
 
     def _take(self, entry: list[Any]) -> tuple["Batch", int]:
         batch, idx = entry
         entry[1] = idx + 1
-        self.buffered -= 1
+        self._less(batch.tp, 1)
         return batch, idx
 
     async def pick(self, now: float) -> tuple["Batch", int] | float | None:
@@ -80,17 +121,17 @@ class TimeAligner:
                 if mine < theirs:
                     return self._take(entry)
                 continue  # the partner's head is earlier: it goes out in its turn
-            remaining = await self._wait_for(partner, now)
+            remaining = await self._wait_for(tp, partner, now)
             if remaining <= 0:
                 return self._take(entry)
             wait = remaining if wait is None else min(wait, remaining)
         return wait
 
-    async def _wait_for(self, partner: TP, now: float) -> float:
-        """How much longer to wait for ``partner``'s records (<= 0: not at all)."""
+    async def _wait_for(self, tp: TP, partner: TP, now: float) -> float:
+        """How much longer ``tp``'s head waits for ``partner``'s records (<= 0: not at all)."""
         runtime = self.runtime
-        if self.buffered >= MAX_BUFFERED:
-            self.unaligned["full"] += 1
+        if self.held[tp] >= HOLD_CAP:
+            self.counters.held_full += 1
             return 0.0
         if runtime is None or partner not in runtime.assigned:
             return 0.0
@@ -110,5 +151,5 @@ class TimeAligner:
                 self.settled[partner] = high
                 return 0.0
         if remaining <= 0:
-            self.unaligned["waited"] += 1
+            self.counters.waited += 1
         return remaining

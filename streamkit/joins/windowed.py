@@ -36,7 +36,7 @@ from ..tables.table import DELETED, Table, TablePartition
 from ..tables.values import TableEntries
 from ..topics import Topic, TopicGroup
 from ..transport.partitioner import partition_for_key
-from .aligned import TimeAligner
+from .aligned import AlignmentCounters, TimeAligner
 
 if TYPE_CHECKING:
     from ..app import App
@@ -197,6 +197,10 @@ class WindowJoin(TopicGroup):
         self.emits = (how in ("left", "outer"), how == "outer")  # per side: emitted alone when unpaired
         self.late_records = 0
         self.skipped_records = 0  # without a key or a value: nothing to join on
+        self.alignment = AlignmentCounters()  # how its readers kept the two sides in time order
+        self.one_reader = ("a windowed join reads each partition's two sides in timestamp order, in one stream; "
+                           "leave concurrency at 1 and give the topics more partitions to spread the join over "
+                           "more workers")
         table_name = name or f"{left.name}-{right.name}-join"
         if table_name in app.tables:
             raise ConfigurationError(f"join state {table_name!r} is defined twice: give the join a name=")
@@ -316,7 +320,8 @@ class JoinStream(Stream):
         join: WindowJoin = self.topic  # type: ignore[assignment]
         aligner = self._aligner
         if aligner is None:
-            aligner = self._aligner = TimeAligner(join.left.name, join.right.name, join.app.runtime)
+            aligner = self._aligner = TimeAligner(join.left.name, join.right.name, join.app.runtime,
+                                                  join.alignment, f"join {join.buffer.name}")
         inbox = self.subscriber.inbox
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout

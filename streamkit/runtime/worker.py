@@ -20,6 +20,7 @@ from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy
 from .membership import Membership
+from .pauses import PauseLedger
 from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
 from .topic_admin import connect_admin
 from .router import Router
@@ -55,6 +56,7 @@ class Runtime(Service):
         self.driver = create_driver(app.conf)
         self.producer: Producer = None  # type: ignore[assignment]  # created in on_start
         self.consumer: Consumer | None = None
+        self.pauses: PauseLedger | None = None  # with the consumer: who paused which partition
         self.group_protocol: ProtocolChoice | None = None  # chosen at start (runtime/rebalancing.py)
         self.tasks = TaskManager(())  # replaced once the topology is frozen
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
@@ -138,6 +140,7 @@ class Runtime(Service):
         self.tasks = TaskManager(self.topology.copartitioned)
         self.group_protocol = await self._choose_group_protocol(self.topology)
         self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
+        self.pauses = PauseLedger(self.consumer)
         await self.consumer.start()
         if self.txns is not None:
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
@@ -225,6 +228,8 @@ class Runtime(Service):
         self.rebalancing = True
         self.rebalances += 1
         self.assigned.update(tps)
+        if self.pauses is not None:
+            self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
         if self.checkpoint is not None:
             self.checkpoint.assigned(tps)
         self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
@@ -232,15 +237,19 @@ class Runtime(Service):
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
         fencing = self.txns is not None and self.txns.per_partition and bool(tps)
         if fencing:
-            assert self.consumer is not None
-            self.consumer.pause(tps)  # nothing is read before the previous owners are fenced
+            assert self.pauses is not None
+            self.pauses.hold("fencing", tps)  # nothing is read before the previous owners are fenced
             await self._fence_previous_owners(tps)
         waiting: list[TP] = []
         if self.tables is not None:
             waiting = await self.tables.rebalanced(self.assigned)
         self.tasks.assigned(tps, waiting)
         if fencing:
-            self.consumer.resume([tp for tp in tps if tp not in waiting])
+            self.pauses.release("fencing", tps)  # those waiting for their tables stay paused for that
+        if self.pauses is not None:
+            # The rejoin after a fence is done; partitions it gave straight back (an incremental
+            # protocol keeps them, unannounced) are read again, from the committed offsets
+            self.pauses.release_all("fenced")
         await self._announce_assignment()
         await self.app.on_partitions_assigned.send(assigned=set(tps))
         self.rebalancing = False
@@ -260,6 +269,8 @@ class Runtime(Service):
         self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
         await self.release(tps, self.conf.stop_timeout)
         self.assigned.difference_update(tps)
+        if self.pauses is not None:
+            self.pauses.forget(tps)
         await self._announce_assignment()
         self.tasks.close(tps, "revoked")
         if self.txns is not None and self.txns.per_partition:
@@ -323,7 +334,8 @@ class Runtime(Service):
         tps = sorted(tp for tp in self.assigned if self.txns.task_of(tp) == task)  # v2: every partition
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
         self.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
-        self.consumer.pause(tps)
+        assert self.pauses is not None
+        self.pauses.hold("fenced", tps)  # until the rejoin assigns them afresh
         # Back to the last committed offsets, whatever the rejoin does: an incremental rebalance
         # may hand these partitions straight back without resetting their positions, and
         # reading on from there would skip the records of the aborted transaction.

@@ -151,8 +151,8 @@ class TableManager:
                     table.local[number] = TablePartition(number, store)
                     to_recover[TP(table.changelog.name, number)] = store
         paused = [tp for tp in assigned if self._waits_for_recovery(tp, to_recover)]
-        if paused and self.runtime.consumer is not None:
-            self.runtime.consumer.pause(paused)
+        if paused and self.runtime.pauses is not None:
+            self.runtime.pauses.hold("recovery", paused)
         if to_recover:
             self.progress = RecoveryProgress(active=True, started=time.monotonic())
         await self.tailer.stop()
@@ -270,7 +270,7 @@ class TableManager:
         return blocks
 
     def _resume(self, tps: list[TP]) -> None:
-        self.runtime.consumer.resume(tps)
+        self.runtime.pauses.release("recovery", tps)
         for callback in self.on_resumed:
             callback(tps)
 

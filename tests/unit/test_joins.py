@@ -11,6 +11,7 @@ import pytest
 import streamkit as faust
 from streamkit.errors import ConfigurationError, SparkUnsupported
 from streamkit.testing.driver import TestDriver
+from streamkit.transport.memory import MemoryConsumer
 
 
 class Customer(faust.Record):
@@ -236,6 +237,8 @@ def test_join_options_that_make_no_sense_are_refused_with_the_way():
         stream_table_join(object(), table, on=None, how="left", as_of=True)
     with pytest.raises(ConfigurationError, match="plain tables"):
         table.join(app.GlobalTable("g"))
+    with pytest.raises(ConfigurationError, match="concurrency=2 is refused: a windowed join reads"):
+        app.agent(a.join(b, within=1), concurrency=2)(lambda pairs: pairs)
 
 
 def test_spark_refuses_a_windowed_join_with_the_reason():
@@ -333,4 +336,46 @@ async def test_a_windowed_join_catching_up_on_two_filled_topics_reads_them_in_ti
     async with driver:
         await driver.settle()
         assert join.late_records == 0
+        assert sorted(r.value for r in driver.records(out)) == truth
+
+
+async def test_a_catch_up_larger_than_the_join_may_hold_pauses_the_side_ahead_instead_of_dropping(monkeypatch):
+    """One side delivered far ahead of the other (a client that fetches one topic first) must not
+    push the stream time past the other side: the join pauses the partition that is ahead once it
+    holds PAUSE_AT records, and reads on when they are out, rather than handing them out unpaired
+    once MAX_BUFFERED is reached. Limits made small so 12,000 records per side (more than one fetch) exceed them."""
+    from streamkit.joins import aligned
+    monkeypatch.setattr(aligned, "PAUSE_AT", 40)
+    monkeypatch.setattr(aligned, "HOLD_CAP", 400)
+    collect = MemoryConsumer._collect
+
+    def lefts_first(consumer, max_records):  # a client that drains one topic's fetches first
+        consumer._positions = dict(sorted(consumer._positions.items(), key=lambda item: item[0].topic != "lefts"))
+        return collect(consumer, max_records)
+
+    monkeypatch.setattr(MemoryConsumer, "_collect", lefts_first)
+    app = faust.App("join-catch-up-paused")
+    lefts, rights = app.topic("lefts", key_type=str), app.topic("rights", key_type=str)
+    out = app.topic("pairs")
+    join = lefts.join(rights, within=timedelta(seconds=1))
+
+    @app.agent(join)
+    async def pair_up(pairs):
+        async for left, right in pairs:
+            await out.send(value=[left, right])
+
+    count, start_ms = 12_000, 1_767_225_600_000
+    driver = TestDriver(app)
+    broker = driver.broker
+    for name in ("lefts", "rights"):
+        broker.create_topic(name, app.conf.topic_partitions)
+    for name, shift in (("lefts", 0), ("rights", 50)):
+        for i in range(count):
+            broker.append(name, f"k{i % 7}".encode(), str(i).encode(), None, None, start_ms + i * 100 + shift)
+    truth = sorted([i, j] for i in range(count) for j in range(i % 7, count, 7) if abs((j * 100 + 50) - i * 100) <= 1000)
+    async with driver:
+        await driver.settle()
+        assert join.late_records == 0
+        assert join.alignment.unaligned == 0, join.alignment
+        assert join.alignment.pauses > 0  # it did have to pause: the limits were reached
         assert sorted(r.value for r in driver.records(out)) == truth

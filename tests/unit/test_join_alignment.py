@@ -1,0 +1,127 @@
+"""The windowed join's time alignment at the consumer: a side delivered far ahead of the other is
+paused (not handed out unpaired, which would make the other side late), resumed when drained,
+and the pause ledger keeps one part's resume from undoing another's pause."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from streamkit.joins import aligned
+from streamkit.joins.aligned import AlignmentCounters, TimeAligner
+from streamkit.runtime.pauses import PauseLedger
+from streamkit.runtime.progress import Batch, Event
+from streamkit.transport.base import TP, Message
+
+LEFT, RIGHT = TP("lefts", 0), TP("rights", 0)
+
+
+class RecordingConsumer:
+    """What the aligner asks of a consumer: pause/resume calls, high watermarks, positions."""
+
+    def __init__(self, highs: dict[TP, int]) -> None:
+        self.highs = highs
+        self.paused: set[TP] = set()
+        self.calls: list[tuple[str, list[TP]]] = []
+
+    def pause(self, tps: list[TP]) -> None:
+        self.calls.append(("pause", list(tps)))
+        self.paused.update(tps)
+
+    def resume(self, tps: list[TP]) -> None:
+        self.calls.append(("resume", list(tps)))
+        self.paused.difference_update(tps)
+
+    def highwater(self, tp: TP) -> int | None:
+        return self.highs.get(tp)
+
+    async def position(self, tp: TP) -> int | None:
+        return 0  # the other side was not read yet: it is behind, not caught up
+
+
+def batch(tp: TP, first: int, count: int, *, time_of=lambda offset: offset * 10) -> Batch:
+    events = [Event("k", offset, Message(tp.topic, tp.partition, offset, b"k", b"v", None, time_of(offset)))
+              for offset in range(first, first + count)]
+    return Batch(tp, events)
+
+
+def aligner_over(consumer: RecordingConsumer) -> tuple[TimeAligner, AlignmentCounters, SimpleNamespace]:
+    runtime = SimpleNamespace(consumer=consumer, pauses=PauseLedger(consumer), assigned={LEFT, RIGHT},
+                              router=SimpleNamespace(delivered={}))
+    counters = AlignmentCounters()
+    return TimeAligner("lefts", "rights", runtime, counters, "join j"), counters, runtime
+
+
+async def test_a_side_delivered_far_ahead_is_paused_and_waits_for_the_other_instead_of_going_out_unpaired(monkeypatch):
+    monkeypatch.setattr(aligned, "PAUSE_AT", 100)
+    monkeypatch.setattr(aligned, "HOLD_CAP", 1_000)
+    consumer = RecordingConsumer({LEFT: 300, RIGHT: 300})  # both sides are known to have 300 records
+    aligner, counters, runtime = aligner_over(consumer)
+    for first in range(0, 300, 100):  # three fetches of the left side before any of the right
+        aligner.add(batch(LEFT, first, 100))
+    runtime.router.delivered[LEFT] = 300
+    assert consumer.calls == [("pause", [LEFT])] and counters.pauses == 1
+    wait = await aligner.pick(now=0.0)
+    assert isinstance(wait, float) and wait > 0  # it waits for the right side: nothing goes out unpaired
+    aligner.add(batch(RIGHT, 0, 300, time_of=lambda offset: offset * 10 + 5))
+    runtime.router.delivered[RIGHT] = 300
+    order = []
+    while len(order) < 600:
+        picked = await aligner.pick(now=0.1)
+        assert isinstance(picked, tuple), picked
+        taken, index = picked
+        order.append((taken.tp.topic, taken.events[index].timestamp))
+    times = [ts for _, ts in order]
+    assert times == sorted(times)  # both sides in time order
+    assert ("resume", [LEFT]) in consumer.calls  # drained to half: read again
+    resumed_after = consumer.calls.index(("resume", [LEFT]))
+    assert consumer.calls[:resumed_after] == [("pause", [LEFT]), ("pause", [RIGHT])]  # the right was paused too
+    assert counters.unaligned == 0
+
+
+async def test_without_the_pause_a_full_partition_goes_out_unpaired_and_is_counted(monkeypatch):
+    """The last resort, counted so a run can say its join was not aligned."""
+    monkeypatch.setattr(aligned, "PAUSE_AT", 10_000)
+    monkeypatch.setattr(aligned, "HOLD_CAP", 200)
+    consumer = RecordingConsumer({RIGHT: 500})
+    aligner, counters, _ = aligner_over(consumer)
+    aligner.add(batch(LEFT, 0, 200))
+    picked = await aligner.pick(now=0.0)
+    assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    assert counters.held_full == 1 and counters.unaligned == 1
+
+
+async def test_a_restarted_agents_stream_releases_the_pauses_its_predecessor_took(monkeypatch):
+    monkeypatch.setattr(aligned, "PAUSE_AT", 10)
+    consumer = RecordingConsumer({RIGHT: 500})
+    aligner, counters, runtime = aligner_over(consumer)
+    aligner.add(batch(LEFT, 0, 20))
+    assert LEFT in consumer.paused
+    TimeAligner("lefts", "rights", runtime, counters, "join j")  # the agent crashed and restarted
+    assert LEFT not in consumer.paused
+
+
+def test_the_ledger_reads_a_partition_again_only_once_no_reason_holds_it():
+    consumer = RecordingConsumer({})
+    ledger = PauseLedger(consumer)
+    ledger.hold("recovery", [LEFT])
+    ledger.hold("join j", [LEFT, RIGHT])
+    assert consumer.calls == [("pause", [LEFT]), ("pause", [RIGHT])]
+    ledger.release("join j", [LEFT, RIGHT])
+    assert consumer.paused == {LEFT}  # still recovering: the join's resume does not undo that
+    ledger.release("join j", [LEFT])  # not held by it any more: nothing happens
+    ledger.release("recovery", [LEFT])
+    assert consumer.paused == set()
+    ledger.hold("fencing", [LEFT])
+    ledger.forget([LEFT])  # revoked: a new assignment starts unpaused
+    assert not ledger.holds("fencing", LEFT)
+
+
+@pytest.mark.parametrize("held_by", ["fencing", "recovery"])
+def test_a_resume_for_one_reason_leaves_the_others_pause(held_by):
+    consumer = RecordingConsumer({})
+    ledger = PauseLedger(consumer)
+    ledger.hold(held_by, [LEFT])
+    ledger.hold("join j", [LEFT])
+    ledger.release("join j", [LEFT])
+    assert LEFT in consumer.paused
