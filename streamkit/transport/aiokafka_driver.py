@@ -16,6 +16,7 @@ from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .aiokafka_batches import BatchedSends
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
 from .quiet import quiet_client_logs, with_reconnect_backoff
@@ -155,12 +156,27 @@ class AiokafkaProducer(Producer):
         self._client = AIOKafkaProducer(**opts)
         with_reconnect_backoff(self._client.client)
         self._pending = PendingDeliveries()
+        # a partitioner of the user's own (producer_config) places records: aiokafka's send only
+        custom_placement = "partitioner" in settings.producer_config or "partitioner" in overrides
+        self._batches = None if custom_placement else BatchedSends(self._client, opts["linger_ms"], self._pending)
 
     async def start(self) -> None:
         await self._client.start()
 
     async def stop(self) -> None:
+        if self._batches is not None:
+            try:
+                await self._batches.hand_over()  # as aiokafka's stop delivers what it holds
+            finally:
+                await self._batches.stop()
         await self._client.stop()
+
+    def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
+                 headers: list[tuple[str, bytes]] | None = None, timestamp: int | None = None) -> bool:
+        """An untracked send into a per-partition batch (aiokafka_batches.py): no coroutine, no
+        future per record."""
+        batches = self._batches
+        return batches is not None and batches.try_add(topic, key, value, partition, headers, timestamp)
 
     async def send(
         self,
@@ -173,6 +189,8 @@ class AiokafkaProducer(Producer):
         timestamp: int | None = None,
         track: bool = True,
     ) -> asyncio.Future:
+        if self._batches is not None and self._batches.queued:
+            await self._batches.hand_over()  # records queued before this one go before it
         fut = await self._client.send(
             topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers
         )
@@ -180,6 +198,8 @@ class AiokafkaProducer(Producer):
         return fut
 
     async def flush(self) -> None:
+        if self._batches is not None:
+            await self._batches.hand_over()
         await self._client.flush()
         await self._pending.settle()
 
@@ -207,10 +227,14 @@ class AiokafkaProducer(Producer):
         await self._txn_call("send_offsets_to_transaction", self._client.send_offsets_to_transaction(parts, group))
 
     async def commit_transaction(self) -> None:
+        if self._batches is not None:
+            await self._batches.hand_over()  # aiokafka's commit delivers what it holds: so must we
         await self._txn_call("commit_transaction", self._client.commit_transaction())
         self._pending.discard()  # the checkpoint flushed and checked every send before committing
 
     async def abort_transaction(self) -> None:
+        if self._batches is not None:
+            self._batches.discard()  # never handed over: aborted with the transaction
         await self._txn_call("abort_transaction", self._client.abort_transaction())
         self._pending.discard()
 

@@ -1,0 +1,129 @@
+"""Untracked sends of the aiokafka producer, a batch at a time.
+
+``AIOKafkaProducer.send`` is a coroutine that makes a future per record; profiled on a stateless
+pipeline, creating those futures alone took a quarter of the worker's CPU. Sinks and
+repartitions need no per-record future (a failed delivery fails the next flush, and so the
+checkpoint), so their records go into one ``BatchBuilder`` per partition, placed by streamkit's
+partitioner (Java's murmur2, as aiokafka's own), and are handed to aiokafka with ``send_batch``
+once full or after ``linger_ms``: one future per batch. Order within a partition is kept: one
+hand-over at a time (a lock), each in queue order, and a tracked send (its own future, through
+aiokafka's accumulator) first hands over everything queued before it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Sequence
+
+from .partitioner import default_partitioner
+from .pending import PendingDeliveries
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_BATCHES = 256  # full batches not yet handed to aiokafka: past this, use send (it waits)
+
+
+class BatchedSends:
+    """Per-partition batch builders of untracked sends and the task that hands them over."""
+
+    def __init__(self, client: Any, linger_ms: int, pending: PendingDeliveries) -> None:
+        self.client = client
+        self.linger = max(0, linger_ms) / 1000
+        self.pending = pending
+        self.open: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
+        self.full: deque[tuple[str, int, Any]] = deque()
+        self.work = asyncio.Event()  # something is queued
+        self.filled = asyncio.Event()  # a batch is full: no need to linger
+        self.lock = asyncio.Lock()  # one hand-over at a time, so a partition's batches keep order
+        self.sender: asyncio.Task | None = None
+        self.generation = 0  # bumped by discard(): a hand-over in progress stops
+        self._partitions: dict[str, tuple[int, list[int], list[int]]] = {}  # topic -> (refresh, all, available)
+
+    @property
+    def queued(self) -> bool:
+        return bool(self.open or self.full)
+
+    def _placement(self, topic: str) -> tuple[list[int], list[int]] | None:
+        """The topic's partitions (all, available) as of the last metadata refresh; None: unknown."""
+        metadata = self.client.client.cluster
+        refreshed = metadata._last_successful_refresh_ms
+        known = self._partitions.get(topic)
+        if known is None or known[0] != refreshed:
+            everything = metadata.partitions_for_topic(topic)
+            if not everything:
+                return None  # aiokafka's send waits for the topic's metadata
+            available = metadata.available_partitions_for_topic(topic) or ()
+            known = self._partitions[topic] = (refreshed, sorted(everything), sorted(available))
+        return known[1], known[2]
+
+    def try_add(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
+                headers: Sequence[tuple[str, bytes]] | None, timestamp: int | None) -> bool:
+        """Queue one record; False when it must take ``send`` (no metadata yet, a record larger
+        than a batch, or too many full batches waiting for aiokafka)."""
+        if len(self.full) >= MAX_QUEUED_BATCHES:
+            return False
+        if partition is None:
+            placement = self._placement(topic)
+            if placement is None:
+                return False
+            partition = default_partitioner(key, *placement)
+        where = (topic, partition)
+        builder = self.open.get(where)
+        if builder is None:
+            builder = self.open[where] = self.client.create_batch()
+        if builder.append(timestamp=timestamp, key=key, value=value, headers=headers or []) is None:
+            if builder.record_count() == 0:
+                del self.open[where]
+                return False  # larger than a whole batch: aiokafka's send says why
+            self.full.append((topic, partition, self.open.pop(where)))
+            builder = self.open[where] = self.client.create_batch()
+            builder.append(timestamp=timestamp, key=key, value=value, headers=headers or [])
+            self.filled.set()
+        if self.sender is None:
+            self.sender = asyncio.get_running_loop().create_task(self._send_forever(), name="aiokafka-batches")
+        self.work.set()
+        return True
+
+    async def _send_forever(self) -> None:
+        while True:
+            await self.work.wait()
+            if self.linger and not self.full:
+                try:  # not wait_for: in 3.11 it can swallow a cancellation that meets a set event
+                    async with asyncio.timeout(self.linger):
+                        await self.filled.wait()
+                except TimeoutError:
+                    pass  # linger_ms passed: what is open goes out as it is
+            self.work.clear()
+            self.filled.clear()
+            try:
+                await self.hand_over()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # kept for the next flush, which fails the checkpoint
+                log.warning("handing batches to aiokafka failed: %r", exc)
+                failed = asyncio.get_running_loop().create_future()
+                failed.set_exception(exc)
+                self.pending.add(failed, "")
+
+    async def hand_over(self) -> None:
+        """Give aiokafka every batch queued so far, open ones included, in order."""
+        async with self.lock:
+            for where in list(self.open):
+                self.full.append((*where, self.open.pop(where)))
+            generation = self.generation
+            while self.full and generation == self.generation:
+                topic, partition, builder = self.full.popleft()
+                self.pending.add(await self.client.send_batch(builder, topic, partition=partition), topic)
+
+    def discard(self) -> None:
+        """An aborted transaction's records that never reached aiokafka: dropped with it."""
+        self.generation += 1
+        self.open.clear()
+        self.full.clear()
+
+    async def stop(self) -> None:
+        if self.sender is not None:
+            self.sender.cancel()
+            await asyncio.gather(self.sender, return_exceptions=True)
+            self.sender = None

@@ -1,0 +1,133 @@
+"""The aiokafka producer's batched untracked sends: placed as Kafka's partitioner places them,
+handed to aiokafka in order per partition, after linger or once full, all of them at a flush,
+none of an aborted transaction, and a failed hand-over or delivery fails the next flush."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from streamkit.transport import aiokafka_batches
+from streamkit.transport.aiokafka_batches import BatchedSends
+from streamkit.transport.partitioner import partition_for_key
+from streamkit.transport.pending import DeliveryFailed, PendingDeliveries
+
+
+class FakeBuilder:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.records: list[tuple[bytes | None, bytes | None]] = []
+
+    def append(self, *, timestamp, key, value, headers):
+        if len(self.records) >= self.capacity or (value is not None and len(value) > 1000):
+            return None
+        self.records.append((key, value))
+        return object()
+
+    def record_count(self) -> int:
+        return len(self.records)
+
+
+class FakeAiokafka:
+    """create_batch / send_batch and the cluster metadata BatchedSends reads."""
+
+    def __init__(self, partitions: int = 4, capacity: int = 3) -> None:
+        cluster = SimpleNamespace(_last_successful_refresh_ms=1,
+                                  partitions_for_topic=lambda topic: set(range(partitions)),
+                                  available_partitions_for_topic=lambda topic: set(range(partitions)))
+        self.client = SimpleNamespace(cluster=cluster)
+        self.capacity = capacity
+        self.sent: list[tuple[str, int, list]] = []
+        self.fail_with: BaseException | None = None
+        self.deliveries: list[asyncio.Future] = []
+
+    def create_batch(self) -> FakeBuilder:
+        return FakeBuilder(self.capacity)
+
+    async def send_batch(self, builder: FakeBuilder, topic: str, *, partition: int) -> asyncio.Future:
+        await asyncio.sleep(0)  # a hand-over yields (aiokafka waits for metadata and room)
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.sent.append((topic, partition, builder.records))
+        fut = asyncio.get_running_loop().create_future()
+        self.deliveries.append(fut)
+        fut.set_result(None)
+        return fut
+
+    def values(self, partition: int) -> list[bytes]:
+        return [value for _, p, records in self.sent if p == partition for _, value in records]
+
+
+async def test_records_are_placed_by_kafkas_partitioner_and_keep_their_order_per_partition():
+    client = FakeAiokafka(capacity=3)
+    batches = BatchedSends(client, linger_ms=5, pending=PendingDeliveries())
+    for i in range(40):
+        assert batches.try_add("out", f"user-{i % 5}".encode(), str(i).encode(), None, None, None)
+    await batches.hand_over()
+    for partition in range(4):
+        expected = [str(i).encode() for i in range(40) if partition_for_key(f"user-{i % 5}".encode(), 4) == partition]
+        assert client.values(partition) == expected
+    assert sum(len(records) for *_, records in client.sent) == 40
+    assert not batches.queued
+    await batches.stop()
+
+
+async def test_an_open_batch_goes_out_after_linger_without_a_flush():
+    client = FakeAiokafka(capacity=100)
+    batches = BatchedSends(client, linger_ms=5, pending=PendingDeliveries())
+    assert batches.try_add("out", b"k", b"v", 0, None, None)
+    deadline = asyncio.get_running_loop().time() + 5
+    while not client.sent:
+        assert asyncio.get_running_loop().time() < deadline, "the lingering batch was never handed over"
+        await asyncio.sleep(0.001)
+    assert client.sent == [("out", 0, [(b"k", b"v")])]
+    await batches.stop()
+
+
+async def test_an_aborted_transactions_queued_records_are_dropped():
+    client = FakeAiokafka(capacity=2)
+    batches = BatchedSends(client, linger_ms=10_000, pending=PendingDeliveries())
+    for i in range(5):
+        batches.try_add("out", b"k", str(i).encode(), 1, None, None)
+    batches.discard()
+    batches.try_add("out", b"k", b"after", 1, None, None)
+    await batches.hand_over()
+    assert client.values(1) == [b"after"]
+    await batches.stop()
+
+
+async def test_a_failed_hand_over_fails_the_next_flush():
+    client = FakeAiokafka(capacity=100)
+    pending = PendingDeliveries()
+    batches = BatchedSends(client, linger_ms=0, pending=pending)
+    client.fail_with = RuntimeError("broker said no")
+    batches.try_add("out", b"k", b"v", 0, None, None)
+    deadline = asyncio.get_running_loop().time() + 5
+    while not len(pending):
+        assert asyncio.get_running_loop().time() < deadline, "the failure was not kept"
+        await asyncio.sleep(0.001)
+    with pytest.raises(DeliveryFailed, match="broker said no"):
+        await pending.settle()
+    await batches.stop()
+
+
+async def test_what_cannot_be_batched_takes_aiokafkas_send():
+    client = FakeAiokafka(capacity=2)
+    batches = BatchedSends(client, linger_ms=10_000, pending=PendingDeliveries())
+    assert not batches.try_add("out", b"k", b"x" * 2000, 0, None, None)  # larger than a batch
+    client.client.cluster.partitions_for_topic = lambda topic: None
+    client.client.cluster._last_successful_refresh_ms = 2
+    assert not batches.try_add("new-topic", b"k", b"v", None, None, None)  # no metadata yet
+    await batches.stop()
+
+
+async def test_too_many_full_batches_waiting_makes_senders_wait(monkeypatch):
+    monkeypatch.setattr(aiokafka_batches, "MAX_QUEUED_BATCHES", 2)
+    client = FakeAiokafka(capacity=1)
+    batches = BatchedSends(client, linger_ms=10_000, pending=PendingDeliveries())
+    accepted = [batches.try_add("out", b"k", str(i).encode(), 0, None, None) for i in range(4)]
+    assert accepted == [True, True, True, False]  # two full, one open, then the caller must wait
+    await batches.hand_over()
+    assert client.values(0) == [b"0", b"1", b"2"]
+    await batches.stop()
