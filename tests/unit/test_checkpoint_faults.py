@@ -207,6 +207,42 @@ async def test_a_periodic_commit_the_broker_refused_is_sent_again_with_nothing_n
         assert group_caught_up(app, numbers.name)
 
 
+async def test_a_periodic_checkpoint_with_nothing_new_sends_no_offsets(tmp_path):
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10)
+        assert sum((await runtime.checkpoint.commit(wait=False)).values()) == N
+        assert group_caught_up(app, numbers.name)
+        commits = runtime.checkpoint.commits
+        assert await runtime.checkpoint.commit(wait=False) == {}, "unchanged offsets were sent again"
+        assert runtime.checkpoint.commits == commits
+
+
+async def test_the_stop_sends_every_offset_again_even_one_a_periodic_checkpoint_sent(tmp_path):
+    """A fire-and-forget commit is confirmed (or refused) later (librdkafka's on_commit); one
+    still unconfirmed when the worker stops may never reach the group, so the stop's commit
+    sends every offset, changed since the last commit or not. Here the periodic commit is sent
+    and never confirmed (the consumer's commit is replaced, as no broker fault can do this)."""
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10)
+        consumer = runtime.consumer
+        commit = consumer.commit
+
+        async def unconfirmed(offsets, *, wait=True):
+            if wait:
+                await commit(offsets, wait=True)
+
+        consumer.commit = unconfirmed
+        assert sum((await runtime.checkpoint.commit(wait=False)).values()) == N
+        assert not group_caught_up(app, numbers.name)
+    assert group_caught_up(app, numbers.name), "the stop did not send the unconfirmed offsets again"
+
+
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
 async def test_an_outage_longer_than_the_delivery_timeout_is_waited_out(tmp_path, guarantee):
     """The broker goes away mid-run (while record 150 is processed, so the rest of its batch is
