@@ -4,12 +4,21 @@ the next one still commits; the ids are the task's, stable across workers (so a 
 fences a zombie)."""
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pytest
 
 import streamkit as sk
+from streamkit.runtime.progress import processing
 from streamkit.runtime.transactions import TransactionalProducer
+from streamkit.testing import wait_for
 from streamkit.transport.base import TP
-from streamkit.transport.memory import MemoryDriver
+from streamkit.transport.memory import MemoryDriver, MemoryProducer
+from streamkit.transport.pending import DeliveryFailed
 
 
 async def units(name, owned, *, per_partition=True, topic="in", partitions=4):
@@ -76,5 +85,202 @@ async def test_sends_wait_while_a_commit_holds_them_and_go_into_the_next_transac
         assert txns.dirty == {(0, 0)}  # the send is in the transaction opened after the commit
         await txns.commit({}, name)
         assert [m.value for m in broker.logs["out"][0] if m.value is not None] == [b"late"]
+    finally:
+        await txns.stop()
+
+
+# -- the clients underneath: what TransactionalProducer asks of each producer it holds ---------
+
+class Recorded(MemoryProducer):
+    """A memory producer that remembers what it was asked: each send's ``track``, whether it was
+    stopped. ``gate``: its sends wait there first (a client whose send awaits, as aiokafka's
+    does); its ``try_send`` queues at once (as confluent's does)."""
+
+    def __init__(self, broker, transactional_id=None):
+        super().__init__(broker, transactional_id)
+        self.tracks: list[bool] = []
+        self.stopped = False
+        self.gate: asyncio.Event | None = None
+        self.sending = asyncio.Event()
+
+    async def send(self, topic, key, value, *, partition=None, headers=None, timestamp=None, track=True):
+        self.tracks.append(track)
+        if self.gate is not None:
+            self.sending.set()
+            await self.gate.wait()
+        return await super().send(topic, key, value, partition=partition, headers=headers,
+                                  timestamp=timestamp, track=track)
+
+    def try_send(self, topic, key, value, partition=None, headers=None, timestamp=None):
+        self.broker.append(topic, key, value, partition, headers, timestamp, self._txn)
+        return True
+
+    async def stop(self):
+        self.stopped = True
+        await super().stop()
+
+
+class RecordingDriver(MemoryDriver):
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.made: list[Recorded] = []
+
+    def producer(self, **overrides):
+        producer = Recorded(self.broker, overrides.get("transactional_id"))
+        self.made.append(producer)
+        return producer
+
+
+async def recorded_units(owned, *, per_partition=True, topic="in", partitions=4):
+    name = f"units-{uuid.uuid4().hex[:6]}"
+    driver = RecordingDriver(sk.App(name, broker=f"memory://{name}", driver="memory").conf)
+    driver.broker.create_topic(topic, partitions)
+    driver.broker.create_topic("out", 1)
+    txns = TransactionalProducer(driver, name, per_partition=per_partition, transactional_id=f"{name}-w",
+                                 partition_count=lambda _topic: partitions)
+    await txns.start()
+    await txns.assigned([TP(topic, p) for p in owned])
+    return driver, txns
+
+
+@contextmanager
+def processing_record_of(tp):
+    """Sends made here are those of a record of ``tp`` (as inside an agent)."""
+    token = processing.set(SimpleNamespace(topic=tp.topic, partition=tp.partition))
+    try:
+        yield
+    finally:
+        processing.reset(token)
+
+
+def committed_values(broker, topic):
+    tp = TP(topic, 0)
+    hidden = broker.aborted.get(tp, set()) | broker.control.get(tp, set())
+    return [m.value for m in broker.logs[topic][0][:broker.stable_offset(tp)] if m.offset not in hidden]
+
+
+async def test_a_send_started_before_the_commit_is_waited_for_and_committed_with_it():
+    """A client whose send awaits (aiokafka): the commit must not run while a send is half-way,
+    or the record lands in the next transaction, without the offsets of the record that made it."""
+    driver, txns = await recorded_units([], per_partition=False, topic="out", partitions=1)
+    worker = txns.units[(0, 0)]
+    worker.gate = asyncio.Event()
+    committed = asyncio.Event()
+    try:
+        sending = asyncio.create_task(txns.send("out", b"k", b"started", partition=0))
+        await asyncio.wait_for(worker.sending.wait(), 5)
+
+        async def checkpoint():
+            async with txns.sends_paused():
+                await txns.commit({}, txns.app_id)
+                committed.set()
+
+        commit = asyncio.create_task(checkpoint())
+        await wait_for(lambda: not txns._open.is_set() or committed.is_set(), 5, message="the commit paused sends")
+        assert not committed.is_set(), "the commit ran while a send was half-way"
+        worker.gate.set()
+        await asyncio.wait_for(commit, 5)
+        await sending
+        assert committed_values(driver.broker, "out") == [b"started"]
+    finally:
+        await txns.stop()
+
+
+async def test_try_send_is_refused_while_sends_are_paused():
+    """A client that queues without awaiting (confluent's try_send): while a commit holds sends,
+    nothing may slip into the committing transaction that way either."""
+    driver, txns = await recorded_units([], per_partition=False, topic="out", partitions=1)
+    try:
+        assert txns.try_send("out", b"k", b"before", 0)
+        async with txns.sends_paused():
+            assert not txns.try_send("out", b"k", b"refused", 0), "try_send went through a paused gate"
+            await txns.commit({}, txns.app_id)
+        assert committed_values(driver.broker, "out") == [b"before"]
+        assert [m.value for m in driver.broker.logs["out"][0] if m.value is not None] == [b"before"]
+    finally:
+        await txns.stop()
+
+
+async def test_track_is_forwarded_to_the_transaction_s_producer():
+    """Untracked sends (send_soon, dead letters) stay untracked: a client keeps no future for them."""
+    driver, txns = await recorded_units([], per_partition=False, topic="out", partitions=1)
+    try:
+        await txns.send("out", b"k", b"untracked", partition=0, track=False)
+        await txns.send("out", b"k", b"tracked", partition=0)
+        assert txns.units[(0, 0)].tracks == [False, True]
+    finally:
+        await txns.stop()
+
+
+async def test_a_task_given_up_ends_its_open_transaction_and_stops_its_producer():
+    """close_units: a record sent into the task's transaction after its last commit must not stay
+    in an open transaction (read_committed readers of the topic would stop at it)."""
+    driver, txns = await recorded_units([1, 2])
+    try:
+        old = txns.units[(4, 1)]
+        with processing_record_of(TP("in", 1)):
+            await txns.send("out", b"k", b"late", partition=0)
+        assert driver.broker.stable_offset(TP("out", 0)) == 0
+        await txns.close_units({(4, 1)})
+        assert old.stopped and (4, 1) not in txns.units and (4, 2) in txns.units
+        tp = TP("out", 0)
+        assert driver.broker.stable_offset(tp) == driver.broker.end_offset(tp), "the transaction was left open"
+        assert committed_values(driver.broker, "out") == []
+    finally:
+        await txns.stop()
+
+
+async def test_reopen_and_renew_stop_the_producer_they_replace():
+    driver, txns = await recorded_units([], per_partition=False, topic="out", partitions=1)
+    try:
+        first = txns.units[(0, 0)]
+        await txns.renew((0, 0))
+        second = txns.units[(0, 0)]
+        assert first.stopped and second is not first and not second.stopped
+        await txns.reopen((0, 0))
+        third = txns.units[(0, 0)]
+        assert second.stopped and third is not second and not third.stopped
+    finally:
+        await txns.stop()
+    assert third.stopped
+
+
+async def test_stop_ends_every_unit_s_transaction_and_stops_every_producer():
+    driver, txns = await recorded_units([0, 3])
+    with processing_record_of(TP("in", 3)):
+        await txns.send("out", b"k", b"never committed", partition=0)
+    await txns.stop()
+    assert len(driver.made) == 3 and all(p.stopped for p in driver.made)  # the plain one and two tasks
+    tp = TP("out", 0)
+    assert driver.broker.stable_offset(tp) == driver.broker.end_offset(tp), "a transaction was left open"
+    assert committed_values(driver.broker, "out") == []
+
+
+async def test_partition_mode_the_plain_producer_is_flushed_and_stopped():
+    """EOS v1: sends made outside any record go through the plain producer; the worker's flush
+    (app.flush, the stop) reports their failed deliveries, and the stop closes it."""
+    driver, txns = await recorded_units([0])
+    plain = txns.plain
+    driver.broker.faults.fail_sends = 1
+    await txns.send("out", b"k", b"from a timer", partition=0)
+    with pytest.raises(DeliveryFailed):
+        await txns.flush()
+    await txns.stop()
+    assert plain.stopped
+
+
+async def test_partition_mode_a_commit_says_when_records_sent_outside_any_record_were_lost(caplog):
+    driver, txns = await recorded_units([0])
+    try:
+        driver.broker.faults.fail_sends = 1
+        await txns.send("out", b"k", b"from a timer", partition=0)
+        with processing_record_of(TP("in", 0)):
+            await txns.send("out", b"k", b"from a record", partition=0)
+        with caplog.at_level(logging.ERROR, logger="streamkit.transactions"):
+            outcome = await txns.commit({TP("in", 0): 1}, txns.app_id)
+        assert outcome == {(4, 0): None}
+        assert [r for r in caplog.records if "were lost" in r.getMessage() and r.levelname == "ERROR"]
+        assert committed_values(driver.broker, "out") == [b"from a record"]
+        await txns.flush()  # reported once, at the commit
     finally:
         await txns.stop()
