@@ -118,3 +118,42 @@ async def test_a_failed_transaction_counts_one_abort_and_one_rollback():
         await checkpoint.commit()
         assert (checkpoint.aborts, checkpoint.rollbacks) == (1, 1)
         assert broker.stable_offset(TP("out", 0)) == broker.end_offset(TP("out", 0))
+
+
+async def test_a_failed_changelog_send_rolls_back_every_task_even_one_with_only_offsets(tmp_path, monkeypatch):
+    """EOS v1 (a transaction per task): the changelog record of task 0 cannot be sent (its
+    producer was fenced), so nothing of this checkpoint commits, including task 1, whose records
+    changed nothing and sent nothing. The checkpoint must not count task 1's offsets as committed:
+    they never reached the group, and a checkpoint sends only offsets that moved since."""
+    monkeypatch.chdir(tmp_path)  # the default data_dir, for the table's store
+    name = f"eosck-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False,
+                 processing_guarantee="exactly_once", transaction_producer="partition", commit_interval=25)
+    source = app.topic("in", partitions=2, key_type=str, value_type=str)
+    counts = app.Table("counts", default=int, partitions=2)
+    seen: list[str] = []
+
+    @app.agent(source)
+    async def count(stream):
+        async for event in stream.events():
+            if event.value == "count":
+                counts[event.key] += 1
+            seen.append(event.value)
+
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    key0 = next(k for k in (f"k{i}" for i in range(100))
+                if counts.partition_of(source.key_codec.encode(k)) == 0)
+    async with app.running():
+        runtime = app.runtime
+        await wait_for(lambda: runtime.assigned and runtime.tables.ready, 10, message="table ready")
+        broker.append("in", source.key_codec.encode(key0), source.value_codec.encode("count"), 0, None, None)
+        broker.append("in", b"x", source.value_codec.encode("nothing"), 1, None, None)
+        await wait_for(lambda: sorted(seen) == ["count", "nothing"] and not runtime.router.holding(), 10,
+                       message="both records processed")
+        successor = app.driver.producer(transactional_id=runtime.txns.task_id((2, 0)))
+        await successor.init_transactions()  # fences task 0's producer
+        with pytest.raises(TransactionAborted):
+            await runtime.checkpoint.commit()
+        group = broker.committed.get(app.id, {})
+        claimed = {tp: o for tp, o in runtime.checkpoint.committed.items() if group.get(tp) != o}
+        assert not claimed, f"offsets counted as committed that the group does not have: {claimed}"
