@@ -132,6 +132,8 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         "stateful aiokafka / quix": ratio("streamkit-aiokafka-stateful", "quix-stateful"),
         "stateful confluent / faust": ratio("streamkit-confluent-stateful", "faust-stateful"),
         "stateful aiokafka / faust": ratio("streamkit-aiokafka-stateful", "faust-stateful"),
+        "stateful / stateless confluent": ratio("streamkit-confluent-stateful", "streamkit-confluent"),
+        "stateful / stateless aiokafka": ratio("streamkit-aiokafka-stateful", "streamkit-aiokafka"),
         "eos / alo confluent": ratio("streamkit-confluent-eos", "streamkit-confluent"),
         "eos / alo aiokafka": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
         "eos confluent / quix eos": ratio("streamkit-confluent-eos", "quix-eos"),
@@ -142,6 +144,8 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         if lat.get("ok_runs"):
             out[f"latency {driver} at {lat['rate']:,} rec/s: p50 ms"] = lat["median_p50_ms"]
             out[f"latency {driver} at {lat['rate']:,} rec/s: p99 ms"] = lat["median_p99_ms"]
+            out[f"latency {driver} at {lat['rate']:,} rec/s: p99.9 ms"] = lat["median_p999_ms"]
+            out[f"latency {driver} at {lat['rate']:,} rec/s: max ms"] = lat["median_max_ms"]
         scale = extras.get(f"scale-out-{driver}") or {}
         out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
     recovery = (extras.get("recovery") or {}).get("summary") or {}
@@ -152,6 +156,9 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
             out[f"recovery {name} (rec/s)"] = s["median_rps"]
             if peer_rates and not name.startswith("raw"):
                 out[f"recovery {name} / faster peer"] = s["median_rps"] / max(peer_rates)
+            ceiling = recovery.get("raw-confluent") or {}
+            if ceiling.get("ok_runs") and not name.startswith("raw"):
+                out[f"recovery {name} / raw consume ceiling"] = s["median_rps"] / ceiling["median_rps"]
     for name, s in peers.items():
         if s.get("ok_runs"):
             out[f"recovery {name} (rec/s, {s.get('keys')} keys)"] = s["median_rps"]

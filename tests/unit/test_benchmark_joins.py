@@ -125,3 +125,21 @@ def test_the_default_run_includes_both_join_families_and_their_quix_peers(bench)
 def test_a_subset_runs_only_the_joins_named(bench):
     assert scenarios(bench, "quix-join-table,join-table-confluent,join-window-aiokafka") == [
         "join-table-confluent", "join-window-aiokafka", "quix-join-table"]
+
+
+def test_the_performance_targets_ratios_state_vs_stateless_tail_latency_and_recovery_vs_ceiling(bench):
+    """The ratios issue 18's targets name, printed by the same run (not only the peer ratios)."""
+    ok = {"ok_runs": 3}
+    summary = {"streamkit-confluent": {**ok, "median_rps": 100.0}, "streamkit-confluent-stateful": {**ok, "median_rps": 85.0},
+               "streamkit-aiokafka": {**ok, "median_rps": 50.0}}
+    extras = {"latency-aiokafka": {**ok, "rate": 1000, "median_p50_ms": 2.0, "median_p99_ms": 9.0,
+                                   "median_p999_ms": 15.0, "median_max_ms": 40.0},
+              "recovery": {"summary": {"raw-confluent": {**ok, "median_rps": 400.0},
+                                       "confluent-rocksdb": {**ok, "median_rps": 200.0}}}}
+    out = bench.run.ratios(summary, extras)
+    assert out["stateful / stateless confluent"] == 0.85
+    assert out["stateful / stateless aiokafka"] is None  # no stateful run: no ratio, never a guess
+    assert out["latency aiokafka at 1,000 rec/s: p99.9 ms"] == 15.0
+    assert out["latency aiokafka at 1,000 rec/s: max ms"] == 40.0
+    assert out["recovery confluent-rocksdb / raw consume ceiling"] == 0.5
+    assert "recovery raw-confluent / raw consume ceiling" not in out
