@@ -114,6 +114,7 @@ class BatchedSends:
             generation = self.generation
             while self.full and generation == self.generation:
                 topic, partition, builder = self.full.popleft()
+                builder.close()  # it lingered here already: aiokafka sends a closed batch at once
                 self.pending.add(await self.client.send_batch(builder, topic, partition=partition), topic)
 
     def discard(self) -> None:

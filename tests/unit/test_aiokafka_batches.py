@@ -28,6 +28,9 @@ class FakeBuilder:
     def record_count(self) -> int:
         return len(self.records)
 
+    def close(self) -> None:
+        self.closed = True
+
 
 class FakeAiokafka:
     """create_batch / send_batch and the cluster metadata BatchedSends reads."""
@@ -49,6 +52,7 @@ class FakeAiokafka:
         await asyncio.sleep(0)  # a hand-over yields (aiokafka waits for metadata and room)
         if self.fail_with is not None:
             raise self.fail_with
+        assert builder.closed  # handed over closed: aiokafka would linger on an open one again
         self.sent.append((topic, partition, builder.records))
         fut = asyncio.get_running_loop().create_future()
         self.deliveries.append(fut)
