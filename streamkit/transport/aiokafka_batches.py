@@ -16,6 +16,9 @@ import logging
 from collections import deque
 from typing import Any, Sequence
 
+from aiokafka.structs import RecordMetadata
+
+from ..errors import TransactionAborted
 from .partitioner import default_partitioner
 from .pending import PendingDeliveries
 
@@ -33,6 +36,7 @@ class BatchedSends:
         self.pending = pending
         self.open: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
         self.full: deque[tuple[str, int, Any]] = deque()
+        self.tracked: dict[int, list[tuple[asyncio.Future, Any]]] = {}  # id(builder) -> (future, metadata)
         self.work = asyncio.Event()  # something is queued
         self.filled = asyncio.Event()  # a batch is full: no need to linger
         self.lock = asyncio.Lock()  # one hand-over at a time, so a partition's batches keep order
@@ -58,9 +62,11 @@ class BatchedSends:
         return known[1], known[2]
 
     def try_add(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
-                headers: Sequence[tuple[str, bytes]] | None, timestamp: int | None) -> bool:
-        """Queue one record; False when it must take ``send`` (no metadata yet, a record larger
-        than a batch, or too many full batches waiting for aiokafka)."""
+                headers: Sequence[tuple[str, bytes]] | None, timestamp: int | None,
+                future: asyncio.Future | None = None) -> bool:
+        """Queue one record (``future``, when given, gets its RecordMetadata or its error); False
+        when it must take ``send`` (no metadata yet, a record larger than a batch, or too many
+        full batches waiting for aiokafka)."""
         if len(self.full) >= MAX_QUEUED_BATCHES:
             return False
         if partition is None:
@@ -72,14 +78,17 @@ class BatchedSends:
         builder = self.open.get(where)
         if builder is None:
             builder = self.open[where] = self.client.create_batch()
-        if builder.append(timestamp=timestamp, key=key, value=value, headers=headers or []) is None:
+        metadata = builder.append(timestamp=timestamp, key=key, value=value, headers=headers or [])
+        if metadata is None:
             if builder.record_count() == 0:
                 del self.open[where]
                 return False  # larger than a whole batch: aiokafka's send says why
             self.full.append((topic, partition, self.open.pop(where)))
             builder = self.open[where] = self.client.create_batch()
-            builder.append(timestamp=timestamp, key=key, value=value, headers=headers or [])
+            metadata = builder.append(timestamp=timestamp, key=key, value=value, headers=headers or [])
             self.filled.set()
+        if future is not None:
+            self.tracked.setdefault(id(builder), []).append((future, metadata))
         if self.sender is None:
             self.sender = asyncio.get_running_loop().create_task(self._send_forever(), name="aiokafka-batches")
         self.work.set()
@@ -115,16 +124,53 @@ class BatchedSends:
             while self.full and generation == self.generation:
                 topic, partition, builder = self.full.popleft()
                 builder.close()  # it lingered here already: aiokafka sends a closed batch at once
-                self.pending.add(await self.client.send_batch(builder, topic, partition=partition), topic)
+                records = self.tracked.pop(id(builder), None)
+                try:
+                    delivered = await self.client.send_batch(builder, topic, partition=partition)
+                except BaseException as exc:
+                    _settle(records, None, exc)
+                    raise
+                self.pending.add(delivered, topic)
+                if records:
+                    delivered.add_done_callback(lambda fut, records=records: _settle_from(records, fut))
 
     def discard(self) -> None:
         """An aborted transaction's records that never reached aiokafka: dropped with it."""
         self.generation += 1
         self.open.clear()
         self.full.clear()
+        for records in self.tracked.values():
+            _settle(records, None, TransactionAborted("the transaction was aborted before this record was sent"))
+        self.tracked.clear()
 
     async def stop(self) -> None:
         if self.sender is not None:
             self.sender.cancel()
             await asyncio.gather(self.sender, return_exceptions=True)
             self.sender = None
+
+
+def _settle_from(records: list[tuple[asyncio.Future, Any]], batch: asyncio.Future) -> None:
+    if batch.cancelled():
+        _settle(records, None, asyncio.CancelledError())
+    elif batch.exception() is not None:
+        _settle(records, None, batch.exception())
+    else:
+        _settle(records, batch.result(), None)
+
+
+def _settle(records: list[tuple[asyncio.Future, Any]] | None, batch: Any, error: BaseException | None) -> None:
+    """Each record's future from its batch's outcome: RecordMetadata at the batch's base offset
+    plus the record's own, as aiokafka's per-record futures give."""
+    for future, metadata in records or ():
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        elif batch is None:  # acks=0: no offsets come back
+            future.set_result(None)
+        else:
+            timestamp = metadata.timestamp if batch.timestamp in (None, -1) else batch.timestamp
+            future.set_result(RecordMetadata(batch.topic, batch.partition, batch.topic_partition,
+                                             batch.offset + metadata.offset, timestamp, batch.timestamp_type,
+                                             batch.log_start_offset))

@@ -189,8 +189,13 @@ class AiokafkaProducer(Producer):
         timestamp: int | None = None,
         track: bool = True,
     ) -> asyncio.Future:
-        if self._batches is not None and self._batches.queued:
-            await self._batches.hand_over()  # records queued before this one go before it
+        batches = self._batches
+        if batches is not None:
+            fut = asyncio.get_running_loop().create_future()
+            if batches.try_add(topic, key, value, partition, headers, timestamp, fut):
+                return fut  # its batch's delivery is checked at flush: no need to add it here
+            if batches.queued:
+                await batches.hand_over()  # records queued before this one go before it
         fut = await self._client.send(
             topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers
         )

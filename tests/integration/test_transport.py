@@ -70,3 +70,47 @@ def test_capability_probe_answers_every_question(capabilities):
         print(f"\nbroker capability {name}: {ok} ({reason})")
         assert isinstance(ok, bool) and reason
         assert not reason.startswith("probe failed"), f"the {name} probe did not answer: {reason}"
+
+
+async def test_sends_land_where_kafkas_partitioner_puts_them_in_order_with_their_timestamps(broker_address, driver,
+                                                                                            unique):
+    """Tracked and untracked sends, mixed, as sinks and ``topic.send`` make them: each key's records
+    in its murmur2 partition, in send order, with the timestamps given; a tracked send's result
+    names its own partition and offset (the aiokafka driver batches both kinds itself)."""
+    from streamkit.testing.helpers import read_topic
+    from streamkit.transport.base import delivery_position
+    from streamkit.transport.partitioner import partition_for_key
+
+    topic = f"order-{unique}"
+    drv = create_driver(Settings(broker=broker_address, driver=driver))
+    admin = drv.admin()
+    await admin.start()
+    await admin.create_topics([TopicSpec(topic, 3)])
+    await admin.stop()
+    producer = drv.producer()
+    await producer.start()
+    base_ms = 1_767_225_600_000
+    tracked = {}
+    try:
+        await producer.send(topic, b"warm-up", b"-1", timestamp=base_ms)  # metadata known from here
+        for i in range(600):
+            key, value = f"user-{i % 7}".encode(), str(i).encode()
+            if i % 10 == 0:
+                tracked[i] = await producer.send(topic, key, value, timestamp=base_ms + i)
+            elif not producer.try_send(topic, key, value, None, None, base_ms + i):
+                await producer.send(topic, key, value, timestamp=base_ms + i, track=False)
+        await producer.flush()
+        positions = {i: delivery_position(await fut) for i, fut in tracked.items()}
+    finally:
+        await producer.stop()
+    records = [m for m in read_topic(broker_address, topic, expect=601) if m.value() != b"-1"]
+    assert len(records) == 600
+    for m in records:
+        i = int(m.value())
+        assert m.partition() == partition_for_key(m.key(), 3), (i, m.partition())
+        assert m.timestamp()[1] == base_ms + i
+    for partition in range(3):
+        sent = [int(m.value()) for m in records if m.partition() == partition]
+        assert sent == sorted(sent)  # send order kept within the partition
+    by_value = {int(m.value()): (m.partition(), m.offset()) for m in records}
+    assert positions == {i: by_value[i] for i in tracked}

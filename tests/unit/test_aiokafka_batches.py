@@ -7,6 +7,9 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
+from aiokafka.structs import RecordMetadata, TopicPartition
+
+from streamkit.errors import TransactionAborted
 
 from streamkit.transport import aiokafka_batches
 from streamkit.transport.aiokafka_batches import BatchedSends
@@ -23,7 +26,7 @@ class FakeBuilder:
         if len(self.records) >= self.capacity or (value is not None and len(value) > 1000):
             return None
         self.records.append((key, value))
-        return object()
+        return SimpleNamespace(offset=len(self.records) - 1, timestamp=timestamp)
 
     def record_count(self) -> int:
         return len(self.records)
@@ -53,10 +56,11 @@ class FakeAiokafka:
         if self.fail_with is not None:
             raise self.fail_with
         assert builder.closed  # handed over closed: aiokafka would linger on an open one again
+        base = len(self.values(partition))  # the partition's log so far
         self.sent.append((topic, partition, builder.records))
         fut = asyncio.get_running_loop().create_future()
         self.deliveries.append(fut)
-        fut.set_result(None)
+        fut.set_result(RecordMetadata(topic, partition, TopicPartition(topic, partition), base, -1, 0, 0))
         return fut
 
     def values(self, partition: int) -> list[bytes]:
@@ -134,4 +138,34 @@ async def test_too_many_full_batches_waiting_makes_senders_wait(monkeypatch):
     assert accepted == [True, True, True, False]  # two full, one open, then the caller must wait
     await batches.hand_over()
     assert client.values(0) == [b"0", b"1", b"2"]
+    await batches.stop()
+
+
+async def test_a_tracked_send_gets_its_own_offset_from_its_batchs_delivery():
+    client = FakeAiokafka(capacity=2)
+    batches = BatchedSends(client, linger_ms=10_000, pending=PendingDeliveries())
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(5)]
+    for i, fut in enumerate(futures):
+        assert batches.try_add("out", b"k", str(i).encode(), 3, None, 1_000 + i, fut)
+    await batches.hand_over()
+    results = [await fut for fut in futures]
+    assert [(r.partition, r.offset, r.timestamp) for r in results] == [(3, i, 1_000 + i) for i in range(5)]
+
+
+async def test_tracked_sends_of_an_aborted_transaction_fail_and_a_failed_hand_over_fails_them():
+    client = FakeAiokafka(capacity=10)
+    batches = BatchedSends(client, linger_ms=10_000, pending=PendingDeliveries())
+    loop = asyncio.get_running_loop()
+    aborted, failed = loop.create_future(), loop.create_future()
+    batches.try_add("out", b"k", b"a", 0, None, None, aborted)
+    batches.discard()
+    with pytest.raises(TransactionAborted):
+        await aborted
+    batches.try_add("out", b"k", b"b", 0, None, None, failed)
+    client.fail_with = RuntimeError("no leader")
+    with pytest.raises(RuntimeError, match="no leader"):
+        await batches.hand_over()
+    with pytest.raises(RuntimeError, match="no leader"):
+        await failed
     await batches.stop()
