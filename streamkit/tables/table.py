@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 _MISSING = object()
 # Values nobody can change in place: read from the store without being watched for changes.
 _IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
+_PLACEMENT_MEMO_TYPES = frozenset({str, bytes, int})  # keys whose placement _locate may remember
 DELETED = object()  # cache marker: the key was deleted since the last checkpoint
 
 
@@ -78,6 +79,7 @@ class Table:
         # settles (and checks) every count at start (resolve_partitions), before any changelog is
         # created or read; until then ``partitions`` is provisional and no changelog is created.
         self.partitions = partitions or app.conf.topic_partitions
+        self._located: tuple[type, Any, int, bytes, int] | None = None  # the last key placed (see _locate)
         self.resolved = self.is_global
         self._store = store
         self.help = help
@@ -195,8 +197,17 @@ class Table:
         return self.partition_of(self.key_codec.encode(key))
 
     def _locate(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
-        key_bytes = self.key_codec.encode(key) or b""
-        return key_bytes, self._partition(self.partition_of(key_bytes), key, writing)
+        # ``table[k] += 1`` then ``table[k]`` place one key three times: the last str/bytes/int
+        # key's bytes and partition are kept (immutable types only: a mutated key must not match)
+        located = self._located
+        if located is not None and located[0] is type(key) and located[1] == key and located[2] == self.partitions:
+            key_bytes, number = located[3], located[4]
+        else:
+            key_bytes = self.key_codec.encode(key) or b""
+            number = self.partition_of(key_bytes)
+            if type(key) in _PLACEMENT_MEMO_TYPES:
+                self._located = (type(key), key, self.partitions, key_bytes, number)
+        return key_bytes, self._partition(number, key, writing)
 
     def _partition(self, number: int, key: Any, writing: bool) -> TablePartition:
         """Partition ``number`` of ``key``, if this worker serves it (and, for a write inside a

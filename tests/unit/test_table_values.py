@@ -251,3 +251,23 @@ def test_generated_keys_and_values_survive_store_changelog_and_recovery(entries)
             got_key, got_value = got[key_bytes]
             assert _same(got_key, key), (where, key, got_key)
             assert _same(got_value, value), (where, value, got_value)
+
+
+async def test_keys_equal_in_python_but_not_in_json_stay_apart_one_after_the_other():
+    """1, True and 1.0 are one dict key in Python but three table keys (JSON bytes, as in Faust);
+    placing the same key repeatedly is remembered, so the next key of another type must not
+    borrow the last one's place."""
+    app = sk.App(f"equal-keys-{uuid.uuid4().hex[:6]}")
+    table = app.Table("things")
+
+    @app.agent(app.topic("things-in"))
+    async def store(stream):
+        async for value in stream:
+            table[1] = "int"
+            table[True] = "bool"
+            table[1.0] = "float"
+            yield [table[1], table[True], table[1.0], sorted(table.keys(), key=repr)]
+
+    async with store.test_context() as agent:
+        event = await agent.put("go")
+        assert agent.results[event.message.offset] == ["int", "bool", "float", [1, 1.0, True]]
