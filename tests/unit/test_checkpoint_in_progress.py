@@ -61,6 +61,15 @@ def gated_app(guarantee, *, write_before_gate):
     return app, counts, gate, at_gate, done, broker, feed
 
 
+async def checkpoint_while_a_record_waits(app, feed, at_gate) -> asyncio.Task:
+    """Feed "a" then "hold" (which waits at the gate half-way through the agent) and start a
+    checkpoint meanwhile: the task of that checkpoint."""
+    await wait_for(lambda: app.runtime.assigned, 10, message="assigned")
+    feed("a", "hold")
+    await asyncio.wait_for(at_gate.wait(), 10)
+    return asyncio.create_task(app.runtime.checkpoint.commit())
+
+
 def committed_outputs(broker, topic="out"):
     tp = TP(topic, 0)
     hidden = broker.aborted.get(tp, set()) | broker.control.get(tp, set())
@@ -79,10 +88,7 @@ async def test_at_least_once_a_checkpoint_waits_for_the_record_in_progress(monke
     app, counts, gate, at_gate, done, broker, feed = gated_app("at_least_once", write_before_gate=True)
     async with app.running():
         runtime = app.runtime
-        await wait_for(lambda: runtime.assigned, 10, message="assigned")
-        feed("a", "hold")
-        await asyncio.wait_for(at_gate.wait(), 10)
-        commit = asyncio.create_task(runtime.checkpoint.commit())
+        commit = await checkpoint_while_a_record_waits(app, feed, at_gate)
         await wait_for(lambda: runtime.router.barrier.closed or commit.done(), 10, message="the checkpoint started")
         gate.set()
         committed = await asyncio.wait_for(commit, 10)
@@ -99,10 +105,7 @@ async def test_exactly_once_a_checkpoint_waits_for_the_record_in_progress():
     app, counts, gate, at_gate, done, broker, feed = gated_app("exactly_once", write_before_gate=True)
     async with app.running():
         runtime = app.runtime
-        await wait_for(lambda: runtime.assigned, 10, message="assigned")
-        feed("a", "hold")
-        await asyncio.wait_for(at_gate.wait(), 10)
-        commit = asyncio.create_task(runtime.checkpoint.commit())
+        commit = await checkpoint_while_a_record_waits(app, feed, at_gate)
         await wait_for(lambda: runtime.router.barrier.closed or commit.done(), 10, message="the checkpoint started")
         gate.set()
         await asyncio.wait_for(commit, 10)
@@ -128,10 +131,7 @@ async def test_at_least_once_a_rollback_waits_for_the_record_in_progress_before_
     broker.faults.fail_send_if = fail_first_a
     async with app.running():
         runtime = app.runtime
-        await wait_for(lambda: runtime.assigned, 10, message="assigned")
-        feed("a", "hold")
-        await asyncio.wait_for(at_gate.wait(), 10)
-        commit = asyncio.create_task(runtime.checkpoint.commit())
+        commit = await checkpoint_while_a_record_waits(app, feed, at_gate)
         await wait_for(lambda: runtime.checkpoint.rollbacks == 1 or commit.done(), 10, message="the rollback")
         gate.set()
         with pytest.raises(DeliveryFailed):
