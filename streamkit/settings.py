@@ -53,6 +53,21 @@ class Secret:
 
 
 _SECRETS = ("sasl_password", "ssl_password", "web_auth_token")
+# Native client settings whose values are credentials (librdkafka's and aiokafka's spellings:
+# sasl.password, ssl.key.password, sasl.oauthbearer.client.secret, sasl.jaas.config,
+# ssl.key.pem, sasl_plain_password, ...): masked inside consumer_config/producer_config too.
+_SECRET_KEY_PARTS = ("password", "secret", "token", "jaas", "key.pem", "key_pem", "keystore")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a native client setting named ``key`` holds a credential."""
+    lowered = str(key).lower()
+    return any(part in lowered for part in _SECRET_KEY_PARTS)
+
+
+def reveal_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A native config with its masked values revealed: what a Kafka client is given."""
+    return {key: value.reveal() if isinstance(value, Secret) else value for key, value in config.items()}
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -222,9 +237,11 @@ class Settings:
     loghandlers: list[Any] = field(default_factory=list)
     """Faust's: logging handlers added to the root logger when the worker starts."""
     consumer_config: dict[str, Any] = field(default_factory=dict)
-    """Extra driver-native consumer settings, passed through unchanged."""
+    """Extra driver-native consumer settings, passed through unchanged; the values of credential
+    keys (``sasl.password``, ``ssl.key.password``, ``sasl.oauthbearer.client.secret``, ...) are
+    masked like ``sasl_password``."""
     producer_config: dict[str, Any] = field(default_factory=dict)
-    """Extra driver-native producer settings, passed through unchanged."""
+    """Extra driver-native producer settings, as ``consumer_config``."""
 
     def __post_init__(self) -> None:
         if isinstance(self.broker, (list, tuple)):
@@ -277,6 +294,11 @@ class Settings:
             value = self.__dict__[name]
             if not isinstance(value, Secret):
                 object.__setattr__(self, name, Secret(value))
+        for name in ("consumer_config", "producer_config"):
+            native = self.__dict__[name]
+            if any(isinstance(v, str) and is_secret_key(k) for k, v in native.items()):
+                object.__setattr__(self, name, {k: Secret(v) if isinstance(v, str) and is_secret_key(k) else v
+                                                for k, v in native.items()})
         protocol = self.security_protocol
         if protocol and protocol.upper() != protocol:
             object.__setattr__(self, "security_protocol", protocol.upper())
@@ -432,7 +454,10 @@ def _parse(name: str, hint: Any, raw: str) -> Any:
         if getattr(hint, "__origin__", None) is dict:
             import orjson
 
-            return orjson.loads(raw)
+            try:
+                return orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:  # the text may hold credentials: never echoed
+                raise ConfigurationError(f"STREAMKIT_{name.upper()} is not a JSON object: {exc}") from None
     except ValueError as exc:
         raise ConfigurationError(f"STREAMKIT_{name.upper()}={raw!r}: {exc}") from None
     return raw

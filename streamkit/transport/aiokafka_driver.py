@@ -14,7 +14,7 @@ from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced as 
 
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
-from ..settings import Settings
+from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .aiokafka_batches import BatchedSends
 from .pending import PendingDeliveries
@@ -57,7 +57,7 @@ class AiokafkaConsumer(Consumer):
             partition_assignment_strategy=(RangePartitionAssignor,),
             isolation_level=settings.isolation_level,
         )
-        opts.update(settings.consumer_config)
+        opts.update(reveal_config(settings.consumer_config))
         opts.update(overrides)
         self._client = AIOKafkaConsumer(**opts)
         with_reconnect_backoff(self._client._client)
@@ -151,7 +151,7 @@ class AiokafkaProducer(Producer):
                     partitioner=default_partitioner)  # aiokafka's placement, with memoised hashes
         if overrides.get("transactional_id"):
             opts.update(enable_idempotence=True, transaction_timeout_ms=settings.transaction_timeout_ms)
-        opts.update(settings.producer_config)
+        opts.update(reveal_config(settings.producer_config))
         opts.update(overrides)
         self._client = AIOKafkaProducer(**opts)
         with_reconnect_backoff(self._client.client)

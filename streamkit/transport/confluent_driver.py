@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, K
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
-from ..settings import Settings
+from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
@@ -140,7 +140,7 @@ class ConfluentConsumer(Consumer):
         conf.update(_protocol_config(protocol))
         if protocol is GroupProtocol.CONSUMER:  # the broker owns these under KIP-848 (librdkafka refuses them)
             del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
-        conf.update(settings.consumer_config)
+        conf.update(reveal_config(settings.consumer_config))
         conf.update(overrides)
         self._conf = conf
         self._read_committed = conf.get("isolation.level") == "read_committed"

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer as CKProducer
 from confluent_kafka import TopicPartition
 
 from ..errors import GroupFenced, ProducerFenced, TransactionAborted
-from ..settings import Settings
+from ..settings import Settings, reveal_config
 from .base import TP, Producer, retry_while_unreachable
 from .pending import DeliveryFailed, PendingDeliveries, delivery_failed
 from .auth_errors import librdkafka_log
@@ -35,7 +35,7 @@ class ConfluentProducer(Producer):
                 "partitioner": "murmur2_random",  # Java-compatible key placement
             }
         )
-        conf.update(settings.producer_config)
+        conf.update(reveal_config(settings.producer_config))
         transactional_id = overrides.pop("transactional_id", None)
         if transactional_id:
             conf["transactional.id"] = transactional_id

@@ -53,3 +53,62 @@ def test_sasl_over_tls_without_certificate_files():
     conf = sk.App("pub", security_protocol="SSL", sasl_mechanism="PLAIN", sasl_username="u", sasl_password="p").conf
     assert conf.effective_security_protocol == "SASL_SSL"
     assert confluent_common(conf)["security.protocol"] == "sasl_ssl"
+
+
+NATIVE = {"sasl.password": "native-pw-31", "sasl.oauthbearer.client.secret": "oidc-secret-32"}
+
+
+def test_credentials_in_native_client_configs_are_masked_but_reach_the_clients():
+    """consumer_config/producer_config may carry librdkafka's or aiokafka's credential keys."""
+    from streamkit.transport.confluent_driver import ConfluentConsumer
+    from streamkit.transport.confluent_producer import ConfluentProducer
+
+    conf = sk.App("native", consumer_config={**NATIVE, "fetch.min.bytes": 1},
+                  producer_config={"sasl.password": "native-pw-31", "linger.ms": 3}).conf
+    shown = repr(conf) + str(conf) + repr(dataclasses.asdict(conf))
+    for secret in NATIVE.values():
+        assert secret not in shown
+    assert conf.consumer_config["fetch.min.bytes"] == 1
+    assert ConfluentConsumer(conf, "g")._conf["sasl.oauthbearer.client.secret"] == "oidc-secret-32"
+    assert ConfluentProducer(conf)._conf["sasl.password"] == "native-pw-31"
+
+
+def test_aiokafka_clients_get_the_native_credentials():
+    import asyncio
+
+    from streamkit.transport.aiokafka_driver import AiokafkaProducer
+
+    conf = sk.App("native-aio", producer_config={"sasl_plain_password": "aio-pw-33"}, sasl_mechanism="PLAIN",
+                  sasl_username="u", sasl_password="").conf
+    assert "aio-pw-33" not in repr(conf)
+
+    async def build() -> str:
+        return AiokafkaProducer(conf)._client.client._sasl_plain_password
+
+    assert asyncio.run(build()) == "aio-pw-33"
+
+
+def test_a_malformed_config_variable_is_not_echoed():
+    with pytest.raises(sk.ConfigurationError) as caught:
+        sk.Settings.from_env({"STREAMKIT_CONSUMER_CONFIG": '{"sasl.password": "leaked-34"'})
+    assert "leaked-34" not in str(caught.value) and "STREAMKIT_CONSUMER_CONFIG is not a JSON object" in str(caught.value)
+
+
+@pytest.mark.parametrize("driver", ["aiokafka", "confluent"])
+def test_no_secret_in_a_failing_worker_s_output_at_debug(driver):
+    """Every secret given through STREAMKIT_* stays out of the debug log and the error line."""
+    import os
+    import subprocess
+    import sys
+
+    secrets = {"STREAMKIT_SASL_PASSWORD": "pw-sasl-35", "STREAMKIT_SSL_PASSWORD": "pw-key-36",
+               "STREAMKIT_WEB_AUTH_TOKEN": "tok-web-37"}
+    env = {**os.environ, **secrets, "STREAMKIT_DRIVER": driver, "STREAMKIT_BROKER": "127.0.0.1:1",
+           "STREAMKIT_BROKER_CONNECT_TIMEOUT": "1", "STREAMKIT_SASL_MECHANISM": "PLAIN",
+           "STREAMKIT_SASL_USERNAME": "u", "STREAMKIT_CONSUMER_CONFIG": '{"sasl.password": "pw-native-38"}'}
+    out = subprocess.run([sys.executable, "-m", "streamkit", "worker", "-A", "tests.apps.pipeline:app",
+                          "--without-web", "-l", "debug"], env=env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "DEBUG" in out.stderr  # the debug log was on
+    for secret in [*secrets.values(), "pw-native-38"]:
+        assert secret not in out.stdout + out.stderr
