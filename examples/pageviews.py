@@ -52,7 +52,7 @@ def final_counts(records: list) -> list[tuple[str, float, int]]:
 def show(expect: int) -> None:
     from streamkit.testing import read_topic
 
-    records = read_topic(app.conf.bootstrap_servers, per_minute.name, expect=expect * 3, timeout=60)
+    records = read_topic(app.conf, per_minute.name, expect=expect * 3, timeout=60)
     rows = final_counts([(m.key(), m.value()) for m in records])
     for page, start, n in rows:
         print(page, start, n)

@@ -62,7 +62,7 @@ def show(expect: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while True:  # the worker may still be joining its group: poll until every word is counted
         latest: dict[str, int] = {}
-        for m in read_topic(app.conf.bootstrap_servers, counts_topic.name, timeout=10, idle=1.0):
+        for m in read_topic(app.conf, counts_topic.name, timeout=10, idle=1.0):
             word = m.key().decode()
             latest[word] = max(latest.get(word, 0), int(m.value()))
         total = sum(latest.values())

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..settings import Settings
+from ..transport.security import aiokafka_common
+from .connection import client_settings, confluent_conf
+
 
 class ProbeInconclusive(Exception):
     """The probe could not tell (its marker never arrived): neither yes nor no."""
@@ -25,6 +29,8 @@ class Capabilities:
 
     address: str
     results: dict[str, tuple[bool | None, str]] = field(default_factory=dict)
+    settings: Settings | None = None
+    """How the probes connect; None: the ``STREAMKIT_*`` settings aimed at ``address``."""
 
     def check(self, name: str) -> tuple[bool | None, str]:
         if name not in self.results:
@@ -32,22 +38,23 @@ class Capabilities:
             if probe is None:
                 raise KeyError(f"unknown broker capability {name!r}; known: {', '.join(PROBES)}")
             try:
-                self.results[name] = probe(self.address)
+                self.results[name] = probe(self.settings or client_settings(self.address))
             except Exception as exc:
                 self.results[name] = (None, f"probe failed: {exc!r}")
         return self.results[name]
 
 
-def _topic(address: str, partitions: int = 1) -> str:
+def _topic(settings: Settings, partitions: int = 1) -> str:
     name = f"probe-{uuid.uuid4().hex[:10]}"
-    admin = AdminClient({"bootstrap.servers": address})
+    admin = AdminClient(confluent_conf(settings))
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(15)
     return name
 
 
-def _read(address: str, topic: str, isolation: str, timeout: float = 8.0) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": address, "group.id": f"probe-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": isolation, "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+def _read(settings: Settings, topic: str, isolation: str, timeout: float = 8.0) -> list[bytes]:
+    consumer = Consumer(confluent_conf(settings, **{"group.id": f"probe-{uuid.uuid4().hex[:8]}",
+                                                     "isolation.level": isolation, "enable.auto.commit": False,
+                                                     "auto.offset.reset": "earliest"}))
     consumer.assign([TopicPartition(topic, 0, 0)])
     values: list[bytes] = []
     try:
@@ -62,9 +69,9 @@ def _read(address: str, topic: str, isolation: str, timeout: float = 8.0) -> lis
     return values
 
 
-def read_committed_hides_aborted(address: str) -> tuple[bool, str]:
-    topic = _topic(address)
-    producer = Producer({"bootstrap.servers": address, "transactional.id": f"probe-{uuid.uuid4().hex}"})
+def read_committed_hides_aborted(settings: Settings) -> tuple[bool, str]:
+    topic = _topic(settings)
+    producer = Producer(confluent_conf(settings, **{"transactional.id": f"probe-{uuid.uuid4().hex}"}))
     producer.init_transactions(15)
     producer.begin_transaction()
     producer.produce(topic, b"aborted")
@@ -73,7 +80,7 @@ def read_committed_hides_aborted(address: str) -> tuple[bool, str]:
     producer.begin_transaction()
     producer.produce(topic, b"done")
     producer.commit_transaction(15)
-    values = _read(address, topic, "read_committed")
+    values = _read(settings, topic, "read_committed")
     if b"done" not in values:  # an empty read proves nothing
         raise ProbeInconclusive(f"the committed marker never arrived (read {len(values)} record(s))")
     if b"aborted" in values:
@@ -81,14 +88,14 @@ def read_committed_hides_aborted(address: str) -> tuple[bool, str]:
     return True, "read_committed hides aborted records"
 
 
-def end_offsets_exact(address: str) -> tuple[bool, str]:
-    topic = _topic(address)
-    producer = Producer({"bootstrap.servers": address, "linger.ms": 50})
+def end_offsets_exact(settings: Settings) -> tuple[bool, str]:
+    topic = _topic(settings)
+    producer = Producer(confluent_conf(settings, **{"linger.ms": 50}))
     for i in range(5):
         producer.produce(topic, b"x", partition=0)
     producer.produce(topic, b"done", partition=0)
     producer.flush(15)
-    consumer = Consumer({"bootstrap.servers": address, "group.id": f"probe-{uuid.uuid4().hex[:8]}"})
+    consumer = Consumer(confluent_conf(settings, **{"group.id": f"probe-{uuid.uuid4().hex[:8]}"}))
     try:
         _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
         from confluent_kafka import OFFSET_END
@@ -101,11 +108,11 @@ def end_offsets_exact(address: str) -> tuple[bool, str]:
     return True, "end offsets are exact"
 
 
-def aiokafka_transactions(address: str) -> tuple[bool, str]:
+def aiokafka_transactions(settings: Settings) -> tuple[bool, str]:
     from aiokafka import AIOKafkaProducer
 
     async def go() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=address, transactional_id=f"probe-{uuid.uuid4().hex}")
+        producer = AIOKafkaProducer(**aiokafka_common(settings), transactional_id=f"probe-{uuid.uuid4().hex}")
         try:
             await asyncio.wait_for(producer.start(), 15)
         finally:

@@ -9,6 +9,9 @@ from typing import Any, Awaitable, Callable
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from ..settings import Settings
+from .connection import confluent_conf
+
 
 async def wait_for(condition: Callable[[], Any], timeout: float, interval: float = 0.05,
                    message: str = "condition") -> Any:
@@ -25,16 +28,19 @@ async def wait_for(condition: Callable[[], Any], timeout: float, interval: float
         await asyncio.sleep(interval)
 
 
-def read_topic(address: str, topic: str, *, expect: int | None = None, timeout: float = 30.0,
+def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, timeout: float = 30.0,
                idle: float = 2.0, isolation: str = "read_uncommitted") -> list[Any]:
     """Every record of ``topic`` from the beginning (confluent Message objects).
 
-    Stops once ``expect`` records arrived, or after ``idle`` seconds without new ones.
+    ``where`` is an app's settings (``app.conf``: its TLS and SASL too) or an address (then the
+    ``STREAMKIT_*`` security settings apply, as to an app). Stops once ``expect`` records
+    arrived, or after ``idle`` seconds without new ones.
     """
-    meta = AdminClient({"bootstrap.servers": address}).list_topics(topic, timeout=10)
+    meta = AdminClient(confluent_conf(where)).list_topics(topic, timeout=10)
     partitions = list(meta.topics[topic].partitions)
-    consumer = Consumer({"bootstrap.servers": address, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "isolation.level": isolation, "fetch.queue.backoff.ms": 10})
+    consumer = Consumer(confluent_conf(where, **{"group.id": f"reader-{uuid.uuid4().hex[:8]}",
+                                                  "enable.auto.commit": False, "isolation.level": isolation,
+                                                  "fetch.queue.backoff.ms": 10}))
     consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     records: list[Any] = []
     deadline = time.monotonic() + timeout
