@@ -2,12 +2,12 @@
 
 The same definitions run on Spark (to backfill months of history) and in the worker (for live
 traffic); see docs/spark.md. ``python examples/payments.py seed N [--start K]`` produces payments
-K..K+N-1 to the broker in STREAMKIT_BROKER.
+K..K+N-1 to the broker in STREAMKIT_BROKER, with the STREAMKIT_* security settings.
 """
 import os
-import sys
 
 import streamkit as sk
+from streamkit.cli import argument, option
 
 NAME = os.environ.get("PAYMENTS_NAME", "payments")  # to run several copies on one broker (the tests do)
 app = sk.App(NAME, topic_partitions=4, session_timeout_ms=6000, heartbeat_interval_ms=1000)
@@ -45,23 +45,18 @@ def user_spend(state: list, payment: Payment) -> tuple[list, list[Spend]]:
     return state, [Spend(payment.user, state[0], state[1])]
 
 
-def seed(count: int, start: int = 0) -> None:
-    import asyncio
-
-    from confluent_kafka import Producer
-
-    asyncio.run(app.ensure_topics())  # 4 partitions, like the table (auto-creation would make 1)
-    producer = Producer({"bootstrap.servers": app.conf.bootstrap_servers, "partitioner": "murmur2_random"})
+@app.command(argument("count", type=int), option("--start", type=int, default=0, show_default=True,
+                                                 help="Number of the first payment."))
+async def seed(self, count: int, start: int) -> None:
+    """Produce payments START..START+COUNT-1, through the app's own producer (its broker, TLS and
+    SASL settings); success is printed only once the broker acknowledged every one."""
+    await app.ensure_topics()  # 4 partitions, like the table (auto-creation would make 1)
     for i in range(start, start + count):
         user = f"user{i % 50}"
-        payment = Payment(f"p{i}", user, float((i * 7919) % 1500))
-        producer.produce(payments.name, key=user.encode(), value=payment.dumps())
-        producer.poll(0)
-    producer.flush(60)
-    print(f"sent payments p{start}..p{start + count - 1}")
+        await payments.send(key=user, value=Payment(f"p{i}", user, float((i * 7919) % 1500)))
+    await app.flush()  # raises, naming the topic, if any payment was not delivered
+    self.say(f"sent payments p{start}..p{start + count - 1}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] != "seed":
-        sys.exit("usage: python examples/payments.py seed COUNT [--start K]")
-    seed(int(sys.argv[2]), int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--start" else 0)
+    app.main()

@@ -37,10 +37,15 @@ def load_app(spec: str) -> Any:
 
 
 def run(coro: Any) -> Any:
-    """Run a client coroutine; broker and configuration errors become one line and exit 2."""
+    """Run a client coroutine; broker and configuration errors, and records the broker did not
+    acknowledge, become one line and exit 2."""
+    from ..transport.pending import DeliveryFailed
+
+    if not logging.getLogger().handlers:  # no -l here: the error line says what aiokafka's retries would
+        logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     try:
         return asyncio.run(coro)
-    except (BrokerUnavailable, ConfigurationError) as exc:
+    except (BrokerUnavailable, ConfigurationError, DeliveryFailed) as exc:
         click.echo(f"streamkit: {exc}", err=True)
         sys.exit(2)
 
