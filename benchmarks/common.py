@@ -32,7 +32,15 @@ def admin_client(broker: str) -> Any:
     """One AdminClient per run: a destroyed client fails its pending futures (_DESTROY)."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": broker})
+    return AdminClient(client_conf(broker))
+
+
+def client_conf(broker: str, **extra: Any) -> dict[str, Any]:
+    """librdkafka settings of the benchmarks' own clients: ``broker`` plus the STREAMKIT_* TLS and
+    SASL settings, so they reach a secured broker as the apps under test do."""
+    from streamkit.testing import confluent_conf
+
+    return confluent_conf(broker, **extra)
 
 
 def create_topic(client: Any, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
@@ -76,7 +84,7 @@ def produce_all(broker: str, topic: str, records: Iterable[tuple], what: str, **
     it took."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": broker, "partitioner": "murmur2_random", **config})
+    producer = Producer(client_conf(broker, partitioner="murmur2_random", **config))
     errors: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:

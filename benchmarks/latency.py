@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from common import ROOT, admin_client, create_topic, delete_topics
+from common import ROOT, admin_client, client_conf, create_topic, delete_topics
 
 HERE = Path(__file__).resolve().parent
 PARTITIONS = 4
@@ -58,8 +58,7 @@ def generator_main(args: argparse.Namespace) -> None:
     import orjson
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": args.broker, "partitioner": "murmur2_random", "linger.ms": 1,
-                         "acks": "all"})
+    producer = Producer(client_conf(args.broker, **{"partitioner": "murmur2_random", "linger.ms": 1, "acks": "all"}))
     started = time.perf_counter()
     end = started + args.seconds
     sent, dumps, produce, now_wall = 0, orjson.dumps, producer.produce, time.time

@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, admin_client, create_topic, delete_topics
+from common import ROOT, admin_client, client_conf, create_topic, delete_topics
 
 PARTITIONS = 8
 PAUSE_S = 0.05  # a pause between two records of a partition shorter than this is not noted
@@ -92,7 +92,7 @@ def generate(broker: str, topic: str, rate: int, seconds: float, stop: threading
     from confluent_kafka import Producer
 
     # murmur2: the partitioner of Kafka's Java clients, kafka-python, aiokafka and streamkit
-    producer = Producer({"bootstrap.servers": broker, "linger.ms": 5, "partitioner": "murmur2_random"})
+    producer = Producer(client_conf(broker, **{"linger.ms": 5, "partitioner": "murmur2_random"}))
     sent, began = 0, time.monotonic()
     while not stop.is_set() and time.monotonic() - began < seconds:
         due = int((time.monotonic() - began) * rate)

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 import streamkit as sk
+from streamkit.testing import confluent_conf
 
 from .pipeline import Order, ProcessedOrder  # the pipeline's own records
 
@@ -45,14 +46,16 @@ def produce(n: int) -> None:
     from confluent_kafka import Producer
 
     asyncio.run(app.ensure_topics())
-    producer = Producer({"bootstrap.servers": BROKER, "partitioner": "murmur2_random", "linger.ms": 20,
-                         "batch.num.messages": 10000, "queue.buffering.max.messages": 500000})
+    producer = Producer(confluent_conf(app.conf, **{"partitioner": "murmur2_random", "linger.ms": 20,
+                                                    "batch.num.messages": 10000,
+                                                    "queue.buffering.max.messages": 500000}))
     for i in range(n):
         user = f"user{i % 1000}"
         producer.produce(orders.name, key=user.encode(), value=Order(i, user, float(i % 100), 1.7e9 + i).dumps())
         if i % 10000 == 0:
             producer.poll(0)
-    producer.flush(120)
+    if producer.flush(120):  # records still queued: the run would measure a partial input
+        raise SystemExit(f"spark_bench: not every one of {n} orders reached {BROKER} within 120 s")
 
 
 def raw_read(n: int) -> float:

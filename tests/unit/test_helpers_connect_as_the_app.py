@@ -107,3 +107,26 @@ def test_the_aiokafka_probe_takes_the_streamkit_security_settings(monkeypatch, r
     (opts,) = built
     assert opts["security_protocol"] == "SASL_SSL" and opts["sasl_plain_password"] == "probe-pw"
     assert opts["bootstrap_servers"] == "127.0.0.1:1" and opts["transactional_id"].startswith("probe-")
+
+
+def test_the_benchmarks_clients_take_the_streamkit_security_settings(monkeypatch, recorded):
+    import sys
+    from pathlib import Path
+
+    import confluent_kafka
+    from confluent_kafka import admin
+
+    class Producer(Recorded):
+        def flush(self, timeout: float) -> int:
+            return 0
+
+    monkeypatch.setattr(confluent_kafka, "Producer", Producer)
+    monkeypatch.setattr(admin, "AdminClient", Recorded)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    monkeypatch.delitem(sys.modules, "common", raising=False)
+    import common
+
+    common.admin_client("127.0.0.1:1")
+    common.produce_all("127.0.0.1:1", "t", [(b"k", b"v")], "records", **{"linger.ms": 7})
+    assert len(recorded) == 2 and all(_secured(conf) for conf in recorded), recorded
+    assert recorded[1]["linger.ms"] == 7 and recorded[1]["partitioner"] == "murmur2_random"
