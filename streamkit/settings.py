@@ -211,7 +211,10 @@ class Settings:
     web_advertised_url: str = ""
     """URL other workers use to forward table queries here; default http://<web_host>:<web_port>."""
     web_auth_token: Secret | str = ""
-    """When set, every web request needs ``Authorization: Bearer <token>``."""
+    """When set, every web request needs ``Authorization: Bearer <token>`` (compared in constant
+    time); table and topic queries forwarded to another worker carry it."""
+    web_max_request_size: int = 1024 * 1024
+    """Largest request body, in bytes, a view may read; a larger one answers 413."""
     broker_connect_timeout: float = 20.0
     """Seconds to keep retrying an unreachable broker at startup before giving up."""
     stop_timeout: float = 8.0
@@ -345,6 +348,8 @@ class Settings:
                 f"consumer_config sets {', '.join(sorted(taken))}: the worker chooses the group protocol "
                 "and assignor from its topology (co-partitioned topics need range semantics); "
                 "use rebalancing='eager' or 'incremental' instead")
+        if self.web_max_request_size < 1:
+            raise ConfigurationError(f"web_max_request_size={self.web_max_request_size}: must be at least 1 byte")
         if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported")
 

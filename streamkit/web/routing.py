@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -45,10 +46,25 @@ def error(status: int, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status, dumps=_json)
 
 
+def member_urls(app: "App") -> set[str]:
+    """The web URLs of the app's live members: the only places a query is forwarded to (a claim
+    naming any other address is not followed)."""
+    membership = app.runtime.membership if app.runtime is not None else None
+    if membership is None:
+        return set()
+    return {m.url for m in membership.live() if m.url and urlsplit(m.url).scheme in ("http", "https")}
+
+
 async def forward(app: "App", request: web.Request, url: str) -> web.Response:
-    """Proxy ``request`` to ``url`` (same path and query) and relay the answer."""
+    """Proxy ``request`` to ``url`` (same path and query), a live member's, with the app's bearer
+    token; relay the answer."""
+    if url not in member_urls(app):
+        return error(503, f"not forwarding to {url}: not the web URL of a live member of {app.id!r}")
     headers = {FORWARDED: "1"}
-    if "Authorization" in request.headers:
+    token = app.conf.web_auth_token
+    if token:
+        headers["Authorization"] = f"Bearer {token.reveal()}"
+    elif "Authorization" in request.headers:  # a page's own scheme: passed on as it came
         headers["Authorization"] = request.headers["Authorization"]
     target = url.rstrip("/") + request.rel_url.path_qs
     try:

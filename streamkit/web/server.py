@@ -44,7 +44,8 @@ class WebServer:
         self.helper = Web()
 
     def build(self) -> web.Application:
-        application = web.Application(middlewares=[self._errors, self._auth])
+        application = web.Application(middlewares=[self._errors, self._auth],
+                                      client_max_size=self.app.conf.web_max_request_size)
         application.router.add_get("/health", self.health)
         application.router.add_get("/ready", self.ready)
         application.router.add_get("/metrics", self.metrics_view)
