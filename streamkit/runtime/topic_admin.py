@@ -12,6 +12,17 @@ from ..transport.base import Driver, TopicInfo, TopicSpec
 log = logging.getLogger("streamkit.topics")
 
 
+def _reason(driver: Driver, error: BaseException | None) -> str:
+    """What the last attempt said; librdkafka's timeouts say nothing (``TimeoutError: ``), its own
+    log line does (``Connect to ipv4#... failed: Connection refused``)."""
+    said = f"{type(error).__name__}: {error}"
+    if str(error) or getattr(driver, "name", "") != "confluent":
+        return said
+    from ..transport.auth_errors import LIBRDKAFKA_FAILURES
+
+    return f"{said}{LIBRDKAFKA_FAILURES[-1]}" if LIBRDKAFKA_FAILURES else f"{said}no answer from the broker"
+
+
 async def connect_admin(driver: Driver, address: str, timeout: float):
     """An started admin client whose first metadata call succeeded, or BrokerUnavailable."""
     deadline = time.monotonic() + timeout
@@ -40,7 +51,7 @@ async def connect_admin(driver: Driver, address: str, timeout: float):
         if time.monotonic() >= deadline:
             raise BrokerUnavailable(
                 f"cannot reach the Kafka broker at {address} after {attempt} attempts "
-                f"in {timeout:.0f}s ({type(last_error).__name__}: {last_error})"
+                f"in {timeout:.0f}s ({_reason(driver, last_error)})"
             )
         await asyncio.sleep(min(1.0 * attempt, 3.0))
 

@@ -29,3 +29,14 @@ def test_client_errors_become_the_cause_and_the_fix(said, expected):
 @pytest.mark.parametrize("said", ["KafkaConnectionError: Unable to bootstrap", "Connection refused", "TimeoutError()"])
 def test_network_problems_are_left_to_the_retry(said):
     assert explain(said, CONF) is None
+
+
+async def test_an_unreachable_broker_on_confluent_says_why():
+    """librdkafka's timeout says nothing (it ended in ``TimeoutError: ``): its own log line does."""
+    from streamkit.runtime.topic_admin import connect_admin
+    from streamkit.transport import create_driver
+
+    settings = sk.Settings(broker="127.0.0.1:1", driver="confluent")
+    with pytest.raises(sk.BrokerUnavailable) as caught:
+        await connect_admin(create_driver(settings), settings.bootstrap_servers, 1.0)
+    assert "Connection refused" in str(caught.value), caught.value
