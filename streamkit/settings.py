@@ -351,7 +351,8 @@ class Settings:
         if self.web_max_request_size < 1:
             raise ConfigurationError(f"web_max_request_size={self.web_max_request_size}: must be at least 1 byte")
         if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
-            raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported")
+            raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported: use PLAIN, "
+                                     "SCRAM-SHA-256 or SCRAM-SHA-512")
 
     @property
     def exactly_once(self) -> bool:

@@ -215,7 +215,10 @@ def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) 
         values["broker"] = broker
     if driver:
         values["driver"] = driver
-    settings = Settings.from_env(**values)
+    try:
+        settings = Settings.from_env(**values)
+    except ConfigurationError as exc:  # a STREAMKIT_* variable the settings refuse
+        raise Misuse(str(exc)) from None
     return create_driver(settings), settings.bootstrap_servers
 
 

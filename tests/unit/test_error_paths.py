@@ -133,3 +133,22 @@ def test_faust_command_forms_python_app_py_and_dash_a_first(tmp_path):
         out = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, (argv, out.stderr)
         assert out.stdout.startswith("shout\ttopic=words"), (argv, out.stdout)
+
+
+@pytest.mark.parametrize("variable, value, line", [
+    ("STREAMKIT_SECURITY_PROTOCOL", "TLS", "streamkit: security_protocol='TLS': expected one of PLAINTEXT, SSL, "
+                                           "SASL_PLAINTEXT, SASL_SSL (any case) (did you mean 'SSL'?)"),
+    ("STREAMKIT_SASL_MECHANISM", "GSSAPI", "streamkit: sasl_mechanism='GSSAPI' is not supported: use PLAIN, "
+                                           "SCRAM-SHA-256 or SCRAM-SHA-512"),
+    ("STREAMKIT_SASL_PASSWORD_FILE", "/nonexistent/pw", "streamkit: sasl_password_file='/nonexistent/pw': "
+                                                        "No such file or directory"),
+])
+def test_a_security_setting_the_settings_refuse_is_one_line_without_an_app(variable, value, line):
+    """``streamkit topics list`` (no -A) builds its settings from STREAMKIT_*: it had a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "streamkit", "topics", "list", "--broker", "127.0.0.1:1"],
+                         env={**os.environ, variable: value}, capture_output=True, text=True, timeout=30)
+    assert (out.returncode, out.stderr.splitlines()) == (2, [line]), out.stderr
