@@ -184,10 +184,20 @@ class Settings:
     fields: TLS when a CA or client certificate is given, SASL when a mechanism is. SASL with
     ``security_protocol="SSL"`` means SASL_SSL (TLS asked for is never dropped)."""
     ssl_cafile: str = ""
+    """PEM file of the CAs that may sign the broker's certificate (empty: the system's)."""
+    ssl_capath: str = ""
+    """A directory of CA certificates (OpenSSL hashed names), instead of ``ssl_cafile``."""
+    ssl_crlfile: str = ""
+    """PEM certificate revocation list checked against the broker's certificate."""
+    ssl_check_hostname: bool = True
+    """Whether the broker's certificate must name the host connected to."""
     ssl_certfile: str = ""
+    """Client certificate (PEM), for brokers that authenticate clients by certificate (mTLS)."""
     ssl_keyfile: str = ""
     ssl_password: Secret | str = ""
     """Password of an encrypted ``ssl_keyfile`` (every client of both drivers gets it)."""
+    ssl_password_file: str = ""
+    """A file holding ``ssl_password`` (read at start, stripped)."""
     sasl_mechanism: str = ""
     """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
     sasl_username: str = ""
@@ -213,6 +223,8 @@ class Settings:
     web_auth_token: Secret | str = ""
     """When set, every web request needs ``Authorization: Bearer <token>`` (compared in constant
     time); table and topic queries forwarded to another worker carry it."""
+    web_auth_token_file: str = ""
+    """A file holding ``web_auth_token`` (read at start, stripped)."""
     web_max_request_size: int = 1024 * 1024
     """Largest request body, in bytes, a view may read; a larger one answers 413."""
     broker_connect_timeout: float = 20.0
@@ -287,12 +299,14 @@ class Settings:
             value = self.__dict__[name]
             if not isinstance(value, enum) and value in tuple(enum):
                 object.__setattr__(self, name, enum(value))
-        if self.sasl_password_file and not self.__dict__["sasl_password"]:
-            try:
-                password = open(self.sasl_password_file, encoding="utf-8").read().strip()
-            except OSError as exc:
-                raise ConfigurationError(f"sasl_password_file={self.sasl_password_file!r}: {exc.strerror}") from None
-            object.__setattr__(self, "sasl_password", password)
+        for name in _SECRETS:  # a secret may come from its file (mounted by Kubernetes, Vault, ...)
+            path = self.__dict__[f"{name}_file"]
+            if path and not self.__dict__[name]:
+                try:
+                    value = open(path, encoding="utf-8").read().strip()
+                except OSError as exc:
+                    raise ConfigurationError(f"{name}_file={path!r}: {exc.strerror}") from None
+                object.__setattr__(self, name, value)
         for name in _SECRETS:
             value = self.__dict__[name]
             if not isinstance(value, Secret):
@@ -348,6 +362,8 @@ class Settings:
                 f"consumer_config sets {', '.join(sorted(taken))}: the worker chooses the group protocol "
                 "and assignor from its topology (co-partitioned topics need range semantics); "
                 "use rebalancing='eager' or 'incremental' instead")
+        if self.ssl_cafile and self.ssl_capath:
+            raise ConfigurationError("set ssl_cafile or ssl_capath, not both: librdkafka takes one CA location")
         if self.web_max_request_size < 1:
             raise ConfigurationError(f"web_max_request_size={self.web_max_request_size}: must be at least 1 byte")
         if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -378,7 +394,7 @@ class Settings:
     @property
     def effective_security_protocol(self) -> str:
         asked = self.security_protocol
-        tls = "SSL" in asked or bool(self.ssl_cafile or self.ssl_certfile)
+        tls = "SSL" in asked or bool(self.ssl_cafile or self.ssl_capath or self.ssl_certfile)
         sasl = "SASL" in asked or bool(self.sasl_mechanism)
         if asked == "PLAINTEXT" or asked == "SASL_PLAINTEXT":
             tls = False  # said explicitly: no TLS even with certificate files around
