@@ -12,6 +12,15 @@ from ..transport.base import Driver, TopicInfo, TopicSpec
 log = logging.getLogger("streamkit.topics")
 
 
+def _unhealable(driver: Driver, error: BaseException) -> str | None:
+    """The cause and the fix when the client's own error is one no retry heals (librdkafka
+    refusing its TLS files when the client is created, for one)."""
+    from ..transport.auth_errors import explain
+
+    settings = getattr(driver, "settings", None)
+    return explain(f"{type(error).__name__}: {error}", settings) if settings is not None else None
+
+
 def _reason(driver: Driver, error: BaseException | None) -> str:
     """What the last attempt said; librdkafka's timeouts say nothing (``TimeoutError: ``), its own
     log line does (``Connect to ipv4#... failed: Connection refused``)."""
@@ -39,7 +48,7 @@ async def connect_admin(driver: Driver, address: str, timeout: float):
         except Exception as exc:  # every client has its own connection error types
             last_error = exc
             try:
-                cause = await admin.diagnose()
+                cause = await admin.diagnose() or _unhealable(driver, exc)
             except Exception:
                 cause = None
             try:

@@ -50,8 +50,20 @@ def explain(text: str, settings: Settings) -> str | None:
     if "certificate verify failed" in lowered or "certificate_verify_failed" in lowered:
         return ("the broker's TLS certificate is not trusted: set ssl_cafile to the CA that signed it "
                 f"(now {settings.ssl_cafile or 'the system CAs'})")
-    if "bad decrypt" in lowered or ("pem" in lowered and "password" in lowered):
-        return "the client key is encrypted and could not be read: set ssl_password to its password"
+    if "key_values_mismatch" in lowered or "key values mismatch" in lowered:
+        return (f"ssl_keyfile={settings.ssl_keyfile!r} is not the key of ssl_certfile={settings.ssl_certfile!r}: "
+                "give the pair that belongs together")
+    if ("ssl.key.location failed" in lowered or "bad decrypt" in lowered or "pem lib" in lowered
+            or ("pem" in lowered and "password" in lowered)):
+        if settings.ssl_password:
+            return (f"ssl_password does not decrypt ssl_keyfile={settings.ssl_keyfile!r}: check ssl_password "
+                    "(or ssl_password_file) and that the key is PEM")
+        return (f"the client key ssl_keyfile={settings.ssl_keyfile!r} could not be read: if it is encrypted, "
+                "set ssl_password (or ssl_password_file) to its password")
+    for native, setting in (("ssl.certificate.location failed", "ssl_certfile"), ("ssl.ca.location failed",
+                                                                                  "ssl_cafile/ssl_capath")):
+        if native in lowered:
+            return f"{setting} could not be read by librdkafka: check the file is PEM and readable ({text.strip()[:160]})"
     if ("certificate required" in lowered or "alert_certificate_required" in lowered
             or ("handshake failure" in lowered and not settings.ssl_certfile)):
         return "the broker requires a client certificate: set ssl_certfile and ssl_keyfile"
@@ -72,6 +84,12 @@ async def aiokafka_diagnose(settings: Settings, timeout: float = 5.0) -> str | N
     opts.pop("bootstrap_servers", None)
     try:
         conn = await asyncio.wait_for(create_conn(host.strip("[]"), int(port), **opts), timeout)
+    except ConnectionResetError:
+        if "SSL" in settings.effective_security_protocol and await _accepts_tcp(host.strip("[]"), int(port)):
+            return (f"the broker accepts connections but closed the TLS handshake: check security_protocol "
+                    f"(now {settings.effective_security_protocol}) against the broker's listener (a PLAINTEXT or "
+                    "SASL_PLAINTEXT listener does not speak TLS)")
+        return None
     except (asyncio.TimeoutError, ConnectionError):
         return None  # unreachable, not misconfigured
     except ssl.SSLError as exc:
@@ -80,6 +98,16 @@ async def aiokafka_diagnose(settings: Settings, timeout: float = 5.0) -> str | N
         return explain(f"{type(exc).__name__}: {exc}", settings)
     conn.close()
     return None
+
+
+async def _accepts_tcp(host: str, port: int) -> bool:
+    """Whether a plain TCP connection opens: the broker is there, only the protocol is wrong."""
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
 
 
 def confluent_diagnose(settings: Settings) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
+from ..errors import ConfigurationError
 from ..settings import Secret, Settings
 
 
@@ -16,13 +17,24 @@ def aiokafka_common(settings: Settings) -> dict[str, Any]:
     if "SSL" in opts["security_protocol"]:
         from aiokafka.helpers import create_ssl_context
 
-        context = opts["ssl_context"] = create_ssl_context(
-            cafile=settings.ssl_cafile or None,
-            capath=settings.ssl_capath or None,
-            certfile=settings.ssl_certfile or None,
-            keyfile=settings.ssl_keyfile or None,
-            password=_reveal(settings.ssl_password) or None,  # else OpenSSL prompts on the terminal
-        )
+        try:
+            context = opts["ssl_context"] = create_ssl_context(
+                cafile=settings.ssl_cafile or None,
+                capath=settings.ssl_capath or None,
+                certfile=settings.ssl_certfile or None,
+                keyfile=settings.ssl_keyfile or None,
+                # a callable, never None: OpenSSL would prompt on the terminal for an encrypted key
+                password=_reveal(settings.ssl_password) or _no_key_password,
+            )
+        except _NoKeyPassword:
+            raise ConfigurationError(f"ssl_keyfile={settings.ssl_keyfile!r} is encrypted: set ssl_password "
+                                     "(or ssl_password_file) to its password") from None
+        except (ssl.SSLError, OSError) as exc:  # a missing, unreadable or mismatched file: no retry heals it
+            from .auth_errors import explain
+
+            raise ConfigurationError(explain(str(exc), settings) or (
+                f"cannot load the TLS files (ssl_cafile={settings.ssl_cafile!r}, ssl_certfile="
+                f"{settings.ssl_certfile!r}, ssl_keyfile={settings.ssl_keyfile!r}): {exc}")) from None
         context.check_hostname = settings.ssl_check_hostname
         if settings.ssl_crlfile:
             context.load_verify_locations(settings.ssl_crlfile)
@@ -56,6 +68,14 @@ def confluent_common(settings: Settings) -> dict[str, Any]:
         conf["sasl.username"] = settings.sasl_username
         conf["sasl.password"] = _reveal(settings.sasl_password)
     return conf
+
+
+class _NoKeyPassword(Exception):
+    """OpenSSL asked for the key's password and none is configured."""
+
+
+def _no_key_password() -> str:
+    raise _NoKeyPassword
 
 
 def _reveal(value: Any) -> str:
