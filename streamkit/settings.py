@@ -219,7 +219,14 @@ class Settings:
     web_port: int = 6066
     """Port of the worker's web server (each worker on a machine needs its own)."""
     web_advertised_url: str = ""
-    """URL other workers use to forward table queries here; default http://<web_host>:<web_port>."""
+    """URL other workers use to forward table queries here; default http(s)://<web_host>:<web_port>."""
+    web_ssl_certfile: str = ""
+    """Serve the web views over HTTPS with this certificate (PEM; the key in it or in
+    ``web_ssl_keyfile``)."""
+    web_ssl_keyfile: str = ""
+    web_ssl_cafile: str = ""
+    """The CAs that may sign other workers' web certificates, for forwarded queries (empty: the
+    system's)."""
     web_auth_token: Secret | str = ""
     """When set, every web request needs ``Authorization: Bearer <token>`` (compared in constant
     time); table and topic queries forwarded to another worker carry it."""
@@ -362,6 +369,8 @@ class Settings:
                 f"consumer_config sets {', '.join(sorted(taken))}: the worker chooses the group protocol "
                 "and assignor from its topology (co-partitioned topics need range semantics); "
                 "use rebalancing='eager' or 'incremental' instead")
+        if self.web_ssl_keyfile and not self.web_ssl_certfile:
+            raise ConfigurationError("web_ssl_keyfile is set without web_ssl_certfile: set both to serve HTTPS")
         if self.ssl_cafile and self.ssl_capath:
             raise ConfigurationError("set ssl_cafile or ssl_capath, not both: librdkafka takes one CA location")
         if self.web_max_request_size < 1:
@@ -385,6 +394,12 @@ class Settings:
         if self.transaction_producer == "auto":
             return self.driver == "aiokafka"
         return self.transaction_producer == "partition"
+
+    @property
+    def web_url(self) -> str:
+        """Where other workers reach this one's web server."""
+        scheme = "https" if self.web_ssl_certfile else "http"
+        return self.web_advertised_url or f"{scheme}://{self.web_host}:{self.web_port}"
 
     @property
     def bootstrap_servers(self) -> str:

@@ -149,7 +149,7 @@ class Runtime(Service):
             self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self._rewind)
         if self.app.tables or self.conf.web_enabled:
             conf = self.conf
-            url = (conf.web_advertised_url or f"http://{conf.web_host}:{conf.web_port}") if conf.web_enabled else None
+            url = conf.web_url if conf.web_enabled else None
             self.membership = Membership(self.driver, self.app.cluster_topic.name, self._send_claim, url=url,
                                          range_failover=self.group_protocol.range_failover)
             await self.membership.start()

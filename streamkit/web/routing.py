@@ -18,6 +18,7 @@ from ..errors import DecodeError
 from ..models.record import dumps
 from ..transport.base import TP
 from ..transport.partitioner import partition_for_key
+from .tls import client_context
 
 if TYPE_CHECKING:
     from ..app import App
@@ -68,7 +69,8 @@ async def forward(app: "App", request: web.Request, url: str) -> web.Response:
         headers["Authorization"] = request.headers["Authorization"]
     target = url.rstrip("/") + request.rel_url.path_qs
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        connector = aiohttp.TCPConnector(ssl=client_context(app.conf))
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), connector=connector) as session:
             async with session.request(request.method, target, headers=headers, data=await request.read()) as resp:
                 body = await resp.read()
                 return web.Response(body=body, status=resp.status, content_type=resp.content_type)

@@ -15,6 +15,7 @@ from aiohttp import web
 from ..models.record import dumps
 from .metrics import Metrics
 from .routing import decode_url_key, error, route_key
+from .tls import server_context
 
 if TYPE_CHECKING:
     from ..app import App
@@ -38,7 +39,7 @@ class WebServer:
     def __init__(self, app: "App") -> None:
         self.app = app
         conf = app.conf
-        self.url = conf.web_advertised_url or f"http://{conf.web_host}:{conf.web_port}"
+        self.url = conf.web_url
         self.metrics = Metrics(app)
         self._runner: web.AppRunner | None = None
         self.helper = Web()
@@ -95,7 +96,8 @@ class WebServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.build(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.app.conf.web_host, self.app.conf.web_port)
+        site = web.TCPSite(self._runner, self.app.conf.web_host, self.app.conf.web_port,
+                           ssl_context=server_context(self.app.conf))
         await site.start()
         log.info("web server on %s", self.url)
 
