@@ -52,7 +52,8 @@ class Secret:
         return (Secret, (self._value,))
 
 
-_SECRETS = ("sasl_password", "ssl_password", "web_auth_token")
+_SECRETS = ("sasl_password", "ssl_password", "web_auth_token", "sasl_oauth_client_secret")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 # Native client settings whose values are credentials (librdkafka's and aiokafka's spellings:
 # sasl.password, ssl.key.password, sasl.oauthbearer.client.secret, sasl.jaas.config,
 # ssl.key.pem, sasl_plain_password, ...): masked inside consumer_config/producer_config too.
@@ -199,11 +200,23 @@ class Settings:
     ssl_password_file: str = ""
     """A file holding ``ssl_password`` (read at start, stripped)."""
     sasl_mechanism: str = ""
-    """PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."""
+    """PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (with ``sasl_oauth_token``, or on
+    confluent the OIDC client credentials below)."""
     sasl_username: str = ""
     sasl_password: Secret | str = ""
     """Masked in repr/str/asdict/logs; ``sasl_password_file`` reads it from a file instead."""
     sasl_password_file: str = ""
+    sasl_oauth_token: Any = None
+    """OAUTHBEARER, both drivers: a function returning ``(token, expiry as epoch seconds)``, or its
+    ``"module:function"`` name (for STREAMKIT_SASL_OAUTH_TOKEN); called whenever a client needs a
+    token (librdkafka's ``oauth_cb``, aiokafka's token provider)."""
+    sasl_oauth_token_endpoint_url: str = ""
+    """OAUTHBEARER on confluent: librdkafka fetches tokens itself (OIDC client credentials) from
+    this endpoint with ``sasl_oauth_client_id``/``sasl_oauth_client_secret`` and ``sasl_oauth_scope``."""
+    sasl_oauth_client_id: str = ""
+    sasl_oauth_client_secret: Secret | str = ""
+    sasl_oauth_client_secret_file: str = ""
+    sasl_oauth_scope: str = ""
     store: str = "rocksdb://"
     """Default table store: ``rocksdb://`` (durable, rocksdict) or ``memory://``."""
     data_dir: str = "streamkit-data"
@@ -375,9 +388,27 @@ class Settings:
             raise ConfigurationError("set ssl_cafile or ssl_capath, not both: librdkafka takes one CA location")
         if self.web_max_request_size < 1:
             raise ConfigurationError(f"web_max_request_size={self.web_max_request_size}: must be at least 1 byte")
-        if self.sasl_mechanism and self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if self.sasl_mechanism and self.sasl_mechanism not in SASL_MECHANISMS:
             raise ConfigurationError(f"sasl_mechanism={self.sasl_mechanism!r} is not supported: use PLAIN, "
-                                     "SCRAM-SHA-256 or SCRAM-SHA-512")
+                                     "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
+        if self.sasl_mechanism == "OAUTHBEARER":
+            self._validate_oauth()
+
+    def _validate_oauth(self) -> None:
+        """OAUTHBEARER needs a token source the chosen driver can use."""
+        if isinstance(self.sasl_oauth_token, str) and self.sasl_oauth_token:
+            object.__setattr__(self, "sasl_oauth_token", _import_function("sasl_oauth_token", self.sasl_oauth_token))
+        if self.sasl_oauth_token is not None and not callable(self.sasl_oauth_token):
+            raise ConfigurationError("sasl_oauth_token must be a function returning (token, expiry epoch seconds), "
+                                     "or its 'module:function' name")
+        oidc = bool(self.sasl_oauth_token_endpoint_url)
+        if self.sasl_oauth_token is None and not oidc:
+            raise ConfigurationError("sasl_mechanism='OAUTHBEARER' needs sasl_oauth_token (a function returning "
+                                     "(token, expiry)) or, on driver='confluent', sasl_oauth_token_endpoint_url with "
+                                     "sasl_oauth_client_id and sasl_oauth_client_secret")
+        if oidc and self.sasl_oauth_token is None and self.driver == DriverName.AIOKAFKA:
+            raise ConfigurationError("OIDC client credentials (sasl_oauth_token_endpoint_url) need driver='confluent': "
+                                     "aiokafka cannot fetch tokens itself; give sasl_oauth_token instead")
 
     @property
     def exactly_once(self) -> bool:
@@ -461,6 +492,17 @@ def _from_faust_names(values: dict[str, Any]) -> dict[str, Any]:
             raise ConfigurationError(f"{name}={value!r} (Faust's name for {target}) contradicts {target}={values[target]!r}")
         out[target] = converted
     return out
+
+
+def _import_function(setting: str, spec: str) -> Any:
+    """``module:function`` imported, or a ConfigurationError naming the setting."""
+    import importlib
+
+    module, _, attribute = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(f"{setting}={spec!r}: cannot import it ({exc}); expected 'module:function'") from None
 
 
 def _did_you_mean(name: str) -> str:

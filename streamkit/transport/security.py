@@ -1,8 +1,9 @@
 """Translate the shared SSL/SASL/compression settings into each client's own vocabulary."""
 from __future__ import annotations
 
+import asyncio
 import ssl
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConfigurationError
 from ..settings import Secret, Settings
@@ -39,11 +40,26 @@ def aiokafka_common(settings: Settings) -> dict[str, Any]:
         if settings.ssl_crlfile:
             context.load_verify_locations(settings.ssl_crlfile)
             context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
-    if settings.sasl_mechanism:
+    if settings.sasl_mechanism == "OAUTHBEARER":
+        opts["sasl_mechanism"] = "OAUTHBEARER"
+        opts["sasl_oauth_token_provider"] = _token_provider(settings.sasl_oauth_token)
+    elif settings.sasl_mechanism:
         opts["sasl_mechanism"] = settings.sasl_mechanism
         opts["sasl_plain_username"] = settings.sasl_username
         opts["sasl_plain_password"] = _reveal(settings.sasl_password)
     return opts
+
+
+def _token_provider(token: Callable[[], tuple[str, float]]) -> Any:
+    """aiokafka's token provider around the setting's function (run in a thread: it may block)."""
+    from aiokafka.abc import AbstractTokenProvider
+
+    class TokenProvider(AbstractTokenProvider):
+        async def token(self) -> str:
+            value, _expiry = await asyncio.to_thread(token)
+            return value
+
+    return TokenProvider()
 
 
 def confluent_common(settings: Settings) -> dict[str, Any]:
@@ -63,7 +79,19 @@ def confluent_common(settings: Settings) -> dict[str, Any]:
             conf[key] = value
     if not settings.ssl_check_hostname:
         conf["ssl.endpoint.identification.algorithm"] = "none"
-    if settings.sasl_mechanism:
+    if settings.sasl_mechanism == "OAUTHBEARER":
+        conf["sasl.mechanism"] = "OAUTHBEARER"
+        if settings.sasl_oauth_token is not None:
+            token = settings.sasl_oauth_token
+            conf["oauth_cb"] = lambda _config: token()  # librdkafka calls it for each new token
+        else:  # librdkafka fetches tokens itself (OIDC client credentials)
+            conf.update({"sasl.oauthbearer.method": "oidc",
+                         "sasl.oauthbearer.token.endpoint.url": settings.sasl_oauth_token_endpoint_url,
+                         "sasl.oauthbearer.client.id": settings.sasl_oauth_client_id,
+                         "sasl.oauthbearer.client.secret": _reveal(settings.sasl_oauth_client_secret)})
+            if settings.sasl_oauth_scope:
+                conf["sasl.oauthbearer.scope"] = settings.sasl_oauth_scope
+    elif settings.sasl_mechanism:
         conf["sasl.mechanism"] = settings.sasl_mechanism
         conf["sasl.username"] = settings.sasl_username
         conf["sasl.password"] = _reveal(settings.sasl_password)

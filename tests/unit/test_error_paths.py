@@ -139,7 +139,7 @@ def test_faust_command_forms_python_app_py_and_dash_a_first(tmp_path):
     ("STREAMKIT_SECURITY_PROTOCOL", "TLS", "streamkit: security_protocol='TLS': expected one of PLAINTEXT, SSL, "
                                            "SASL_PLAINTEXT, SASL_SSL (any case) (did you mean 'SSL'?)"),
     ("STREAMKIT_SASL_MECHANISM", "GSSAPI", "streamkit: sasl_mechanism='GSSAPI' is not supported: use PLAIN, "
-                                           "SCRAM-SHA-256 or SCRAM-SHA-512"),
+                                           "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"),
     ("STREAMKIT_SASL_PASSWORD_FILE", "/nonexistent/pw", "streamkit: sasl_password_file='/nonexistent/pw': "
                                                         "No such file or directory"),
 ])
