@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
-.venv/bin/python -m pytest -q -p no:cacheprovider --cov=streamkit --cov-branch --cov-report=term:skip-covered "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --cov=streamkit --cov-branch --cov-report=term:skip-covered "$@"
 status=$?
 if [ -f .coverage ]; then
   echo "branch coverage per package:"
