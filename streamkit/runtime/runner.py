@@ -40,6 +40,9 @@ async def serve(app: Any) -> int:
     except asyncio.TimeoutError:
         print("streamkit: graceful stop timed out; exiting", file=sys.stderr)
         return 1
+    if isinstance(runtime.fatal, ConfigurationError):  # a misconfiguration found while running (a missing ACL)
+        print(f"streamkit: {runtime.fatal}", file=sys.stderr)
+        return 2
     if runtime.fatal is not None:
         print(f"streamkit: worker halted: {runtime.fatal or repr(runtime.fatal)}", file=sys.stderr)
         return 1

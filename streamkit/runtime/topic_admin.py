@@ -83,7 +83,13 @@ async def ensure_topics(driver: Driver, address: str, specs: Sequence[TopicSpec]
         missing = [s for s in specs if s.name not in existing]
         if missing:
             log.info("creating topics: %s", ", ".join(f"{s.name}({s.partitions})" for s in missing))
-            await admin.create_topics(missing)
+            try:
+                await admin.create_topics(missing)
+            except Exception as exc:
+                cause = _unhealable(driver, exc)
+                if cause is None:
+                    raise
+                raise ConfigurationError(f"cannot create {', '.join(s.name for s in missing)}: {cause}") from None
             for _ in range(50):  # metadata propagates asynchronously on real clusters
                 existing = await admin.describe_topics([s.name for s in specs])
                 if all(s.name in existing for s in specs):

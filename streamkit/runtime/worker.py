@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mode import Service
 
-from ..errors import StoreWriteFailed, WorkerStopped
+from ..errors import ConfigurationError, StoreWriteFailed, WorkerStopped
+from ..transport.auth_errors import refused_access
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning
 from ..transport.base import is_retriable
@@ -403,6 +404,10 @@ class Runtime(Service):
             except WorkerStopped:  # the ``stop`` error policy already asked the worker to halt
                 return
             except Exception as exc:
+                refused = refused_access(f"{type(exc).__name__} {exc}", conf, group=self.app.id)
+                if refused is not None:  # a missing ACL: no retry grants it
+                    await self.fail(ConfigurationError(refused))
+                    return
                 if is_retriable(exc):  # the broker is away or busy: wait it out, however long
                     watch.unreachable(exc)
                     await asyncio.sleep(1.0)

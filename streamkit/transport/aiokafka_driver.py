@@ -10,7 +10,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import GroupIdNotFound, UnknownTopicOrPartitionError, for_code
 from aiokafka.protocol.admin import DeleteGroupsRequest
-from aiokafka.errors import InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError
+from aiokafka.errors import (InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError,
+                            TopicAuthorizationFailedError)
 
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
@@ -262,11 +263,14 @@ class AiokafkaAdmin(Admin):
     async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
         for spec in specs:  # one request each: an existing topic must not fail the others
             try:
-                await self._client.create_topics(
+                response = await self._client.create_topics(
                     [NewTopic(spec.name, spec.partitions, spec.replicas, topic_configs=dict(spec.config))]
                 )
             except TopicAlreadyExistsError:
-                pass
+                continue
+            for _topic, code, *_ in getattr(response, "topic_errors", ()):  # aiokafka returns, not raises, these
+                if code == TopicAuthorizationFailedError.errno:
+                    raise TopicAuthorizationFailedError(spec.name)
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
         if not names:

@@ -34,10 +34,33 @@ librdkafka_log.addHandler(_RecordFailures())
 librdkafka_log.addFilter(RateLimitFilter())  # a refused connection is retried (and logged) every few ms
 
 
+_REFUSALS = (("topic", "topic"), ("group", "group"), ("transactional_?id", "transactional id"),
+             ("cluster", "cluster"))
+
+
+def refused_access(text: str, settings: Settings, group: str | None = None) -> str | None:
+    """An authorization failure (a missing ACL), named with its resource where the client says it
+    (aiokafka ``TopicAuthorizationFailedError: orders``; librdkafka ``TOPIC_AUTHORIZATION_FAILED``
+    does not name it: ``group`` names the consumer group the caller knows)."""
+    compact = re.sub(r"[\s_]", "", text.lower())
+    for pattern, kind in _REFUSALS:
+        if re.search(f"{pattern.replace('_?', '')}authorizationfailed", compact):
+            named = re.search(r"AuthorizationFailed\w*(?::\s+|\(')([\w.\-]+)", text)
+            name = named.group(1) if named else (group if kind == "group" else None)
+            what = f"{kind} {name!r}" if name and kind != "cluster" else f"a {kind}"
+            principal = f"User:{settings.sasl_username}" if settings.sasl_username else "this client"
+            return (f"the broker refused {principal} access to {what} (no ACL allows it): grant the ACLs "
+                    "`streamkit acls -A <module:app>` prints")
+    return None
+
+
 def explain(text: str, settings: Settings) -> str | None:
     """The cause and the fix, if ``text`` (a client's error) is one no retry heals."""
     who = f"user {settings.sasl_username!r}, mechanism {settings.sasl_mechanism or '-'}"
     lowered = text.lower()
+    refused = refused_access(text, settings)
+    if refused:
+        return refused
     if "unsupported sasl mechanism" in lowered or "unsupportedsaslmechanism" in lowered:
         enabled = re.search(r"supported mechanisms: ([A-Z0-9_, -]+)", text)
         also = f" (it enables {enabled.group(1).strip()})" if enabled else ""

@@ -31,6 +31,7 @@ from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
 log = logging.getLogger("streamkit.confluent")
+_REFUSED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)  # missing ACLs
 log.addFilter(RateLimitFilter())  # per-fetch client errors during an outage: one line per 30 s
 
 
@@ -143,6 +144,7 @@ class ConfluentConsumer(Consumer):
         conf.update(reveal_config(settings.consumer_config))
         conf.update(overrides)
         self._conf = conf
+        self._grouped = group_id is not None
         self._read_committed = conf.get("isolation.level") == "read_committed"
         self._client: CKConsumer | None = None
         # One thread fetches and runs every group operation (commit, pause, resume, seek):
@@ -295,7 +297,7 @@ class ConfluentConsumer(Consumer):
         for m in raw:
             err = m.error()
             if err is not None:
-                if err.fatal():
+                if err.fatal() or (self._grouped and err.code() in _REFUSED):  # a missing ACL: no retry grants it
                     raise KafkaException(err)
                 if err.code() != KafkaError._PARTITION_EOF:  # librdkafka retries these itself
                     log.warning("consumer: %s", err)
