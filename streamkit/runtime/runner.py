@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import BrokerUnavailable, ConfigurationError
+from ..transport.auth_errors import refused_access
 from .diagnostics import install_dump_signal
 
 log = logging.getLogger("streamkit.worker")
@@ -27,6 +28,12 @@ async def serve(app: Any) -> int:
         await app.start()
     except (BrokerUnavailable, ConfigurationError) as exc:
         print(f"streamkit: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a client refused at start for want of an ACL (init_transactions, ...)
+        refused = refused_access(f"{type(exc).__name__} {exc}", app.conf, group=app.id)
+        if refused is None:
+            raise
+        print(f"streamkit: {refused}", file=sys.stderr)
         return 2
     runtime = app.runtime
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runtime.failed.wait())]

@@ -1,11 +1,15 @@
 """A sample app for ``streamkit acls``: a source re-keyed through a repartition topic into a
-table, a sink, exactly-once (tests/unit/test_acls_command.py)."""
+table, a sink, exactly-once (tests/unit/test_acls_command.py, and on a broker with an authorizer
+tests/integration/test_security_acls.py)."""
+import os
+
 import streamkit as sk
 
-app = sk.App("acl-demo", broker="kafka.example:9093", processing_guarantee="exactly_once",
+PREFIX = os.environ.get("ACL_PREFIX", "")  # a fresh app and topics per run on a real broker
+app = sk.App(f"{PREFIX}acl-demo", broker="kafka.example:9093", processing_guarantee="exactly_once",
              sasl_mechanism="SCRAM-SHA-512", sasl_username="alice", sasl_password="alice-secret")
-orders = app.topic("orders", key_type=str, value_type=int, partitions=2)
-large = app.topic("large-orders", key_type=str, value_type=int, partitions=2)
+orders = app.topic(f"{PREFIX}orders", key_type=str, value_type=int, partitions=2)
+large = app.topic(f"{PREFIX}large-orders", key_type=str, value_type=int, partitions=2)
 totals = app.Table("totals", default=int, partitions=2)
 
 
