@@ -97,6 +97,9 @@ async def apply_group_timeouts(admin: Admin, group: str, settings: Settings) -> 
 
 def refused_timeouts_message(refused: list[str], requested: Rebalancing) -> str:
     what = "; ".join(refused)
+    if "authorization failed" in what.lower():  # the principal lacks AlterConfigs on its group
+        return (f"the broker speaks KIP-848 but refused {what}: the principal needs AlterConfigs on its group "
+                "(`streamkit acls` prints it); keeping the classic protocol")
     if requested == Rebalancing.INCREMENTAL:
         return (f"rebalancing='incremental' uses KIP-848, and the broker refused {what}: its own group.consumer.* "
                 "timeouts apply, so a crashed worker's partitions move later than session_timeout_ms says; "

@@ -85,3 +85,14 @@ async def test_a_consumer_refused_its_group_halts_the_worker_with_the_fix(tmp_pa
         await wait_for(lambda: app.runtime.fatal is not None, 10, message="the worker halted")
         assert isinstance(app.runtime.fatal, sk.ConfigurationError)
         assert str(app.runtime.fatal) == f"the broker refused User:alice access to group 'refused' {FIX}"
+
+
+def test_kip848_timeouts_refused_for_want_of_an_acl_say_so():
+    """Seen on confluent with every ACL but the optional AlterConfigs: the hint was about broker limits."""
+    from streamkit.runtime.rebalancing import refused_timeouts_message
+    from streamkit.settings import Rebalancing
+
+    message = refused_timeouts_message(["consumer.session.timeout.ms=10000 (Group authorization failed.)"],
+                                       Rebalancing.AUTO)
+    assert "needs AlterConfigs on its group (`streamkit acls` prints it); keeping the classic protocol" in message
+    assert "group.consumer.min" not in message
