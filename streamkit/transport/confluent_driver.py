@@ -10,6 +10,7 @@ The producer lives in confluent_producer.py.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import queue
 import threading
@@ -162,6 +163,7 @@ class ConfluentConsumer(Consumer):
         self._failed_commits: set[TP] = set()
         self._inline_calls: queue.Queue = queue.Queue()
         self._inline_lock = threading.Lock()
+        self._ordered: collections.deque[tuple[Any, asyncio.Future | None]] = collections.deque()
 
     @property
     def client(self) -> CKConsumer:
@@ -330,15 +332,32 @@ class ConfluentConsumer(Consumer):
         blocking that thread, else right after the current fetch. Group operations (commit,
         pause, resume, seek) issued from any other thread can block until a running rebalance
         callback returns — and that callback may be waiting for the event loop."""
-        if not self._inline(fn, None):
-            self._fetch_pool.submit(_logged, fn)
+        self._in_order(fn, None)
 
     async def _on_fetch_thread(self, fn: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        result = loop.create_future()
-        if self._inline(fn, result):
-            return await result
-        return await loop.run_in_executor(self._fetch_pool, fn)
+        result = asyncio.get_running_loop().create_future()
+        self._in_order(fn, result)
+        return await result
+
+    def _in_order(self, fn: Any, result: asyncio.Future | None) -> None:
+        """Queue a group operation; whichever runs first of the pool's turn and a rebalance
+        callback's inline turn runs everything queued so far, in the order it was asked. (A pause
+        queued behind a fetch and a resume asked inline during the rebalance that fetch ran into
+        would otherwise run resume-then-pause, leaving the partition paused for good.)"""
+        with self._inline_lock:
+            self._ordered.append((fn, result))
+        if not self._inline(self._run_ordered, None):
+            self._fetch_pool.submit(_logged, self._run_ordered)
+
+    def _run_ordered(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        while True:
+            with self._inline_lock:
+                if not self._ordered:
+                    return
+                fn, result = self._ordered.popleft()
+            self._run_inline(loop, fn, result)
 
     def pause(self, tps: Sequence[TP]) -> None:
         if tps:
