@@ -16,18 +16,14 @@ import pytest
 
 import streamkit as sk
 from streamkit.transport.auth_errors import aiokafka_diagnose
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+from tests.unit.test_tls_settings import make_ca, openssl
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     """A CA and a client certificate whose key is encrypted with ``key-pw-61``."""
     where = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-            "-subj", "/CN=streamkit-test-ca", "-days", "1", cwd=where)
+    make_ca(where)
     openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-aes256", "-pass",
             "pass:key-pw-61", "-out", "client.key", cwd=where)
     openssl("req", "-new", "-key", "client.key", "-passin", "pass:key-pw-61", "-subj", "/CN=client", "-out",

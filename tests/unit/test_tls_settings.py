@@ -16,12 +16,17 @@ def openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
+def make_ca(where: Path) -> None:
+    """A throw-away CA in ``where`` (ca.key, ca.pem), valid for a day; never committed."""
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+            "-subj", "/CN=streamkit-test-ca", "-days", "1", cwd=where)
+
+
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     """A throw-away CA and an empty revocation list it signed (generated here, never committed)."""
     where = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-            "-subj", "/CN=streamkit-test-ca", "-days", "1", cwd=where)
+    make_ca(where)
     (where / "index.txt").write_text("")
     (where / "crlnumber").write_text("01\n")
     (where / "ca.cnf").write_text("[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\ncrlnumber = crlnumber\n"
