@@ -43,7 +43,7 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
 # behave like Kafka (the probe tells the dev broker apart), as the real comparison does.
 @pytest.mark.requires("end_offsets_exact")
 def test_scale_out_measures_one_and_two_workers_in_their_stable_window(broker_address):
-    records = 300_000
+    records = 600_000  # long enough for a stable two-worker window at the aiokafka driver's rate on Kafka
     proc = subprocess.run([sys.executable, "benchmarks/scale_out.py", "--broker", broker_address, "--records", str(records)],
                           cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
