@@ -83,8 +83,10 @@ class TimeAligner:
 
     def _less(self, tp: TP, count: int) -> None:
         held = self.held[tp] = self.held[tp] - count
+        if held > PAUSE_AT // 2:  # per record: the common case asks nothing of the ledger
+            return
         pauses = self.pauses
-        if held <= PAUSE_AT // 2 and pauses is not None and pauses.holds(self.reason, tp):
+        if pauses is not None and pauses.holds(self.reason, tp):
             pauses.release(self.reason, [tp])
 
     def _head(self, tp: TP) -> list[Any] | None:
