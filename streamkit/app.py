@@ -14,6 +14,7 @@ from .faust_settings import apply_faust_app_settings
 from .settings import Settings
 from .sensors import Monitor, SensorDelegate
 from .signals import Signal
+from .tables.rocks_options import RocksTuning
 from .timers import Clock, Timer, Timers
 from .topics import Topic
 from .transport import Driver, Producer, create_driver
@@ -32,6 +33,7 @@ class App:
         if not id or any(c.isspace() for c in id):
             raise ConfigurationError(f"app id {id!r} must be non-empty without spaces")
         self.conf = Settings.from_env(**settings)
+        RocksTuning.from_settings(self.conf.rocksdb_options)  # refused now, not at the first store
         self._given_id = id
         self.id = self._versioned_id()
         self.clock = clock or Clock()

@@ -222,6 +222,14 @@ class Settings:
     data_dir: str = "streamkit-data"
     """Where RocksDB stores live (``<data_dir>/<app-id>/<table>/<partition>``); one per worker
     process on a machine."""
+    rocksdb_options: dict[str, int] = field(default_factory=dict)
+    """Faust's RocksDB options (bytes): ``block_cache_size`` (default 256 MiB) is one ceiling for the
+    worker's stores together, blocks and memtables (Faust: a 2 GiB cache per store);
+    ``write_buffer_size``, ``max_write_buffer_number``, ``target_file_size_base``,
+    ``max_open_files``, ``bloom_filter_size`` (tables/rocks_options.py)."""
+    table_cache_max_keys: int = 200_000
+    """Keys the tables' write caches may hold together before a checkpoint is taken early (each
+    checkpoint empties them): with many distinct keys per ``commit_interval`` this bounds memory."""
     table_standby_replicas: int = 0
     """With 1 or more, each worker keeps warm copies of the table partitions it does not own
     (tailing their changelogs), so a failover replays only the tail."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from mode import Service
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamkit.worker")
 
 AGENT_START_TIMEOUT = 5.0  # seconds agents get to reach their first `async for` before the freeze
+CACHE_CHECK_SECONDS = 0.2  # how often the commit loop looks at the tables' write caches
 CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive non-retriable fetch errors before halting
 
 
@@ -75,6 +77,7 @@ class Runtime(Service):
         self.topology: Topology | None = None  # frozen at start, before the first subscribe
         self.membership: Membership | None = None  # claims on <app-id>-__cluster (tables or web)
         self.fatal: BaseException | None = None
+        self.early_checkpoints = 0  # taken because the write caches reached table_cache_max_keys
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
         self.is_leader = False
@@ -452,7 +455,7 @@ class Runtime(Service):
     async def _commit_loop(self) -> None:
         assert self.checkpoint is not None
         while not self._stopping:
-            await asyncio.sleep(self.conf.commit_interval)
+            await self._checkpoint_due()
             try:
                 await self._commit(wait=False)
             except asyncio.CancelledError:
@@ -462,6 +465,20 @@ class Runtime(Service):
                 return
             except Exception as exc:  # rolled back (records come again) or a failed offset commit
                 log.warning("checkpoint did not commit (%s); the next one retries, nothing is lost", exc)
+
+    async def _checkpoint_due(self) -> None:
+        """Wait ``commit_interval``, or less once the tables' write caches hold
+        ``table_cache_max_keys`` keys (many distinct keys would otherwise grow them unbounded)."""
+        interval, limit = self.conf.commit_interval, self.conf.table_cache_max_keys
+        if self.tables is None or interval <= CACHE_CHECK_SECONDS:
+            await asyncio.sleep(interval)
+            return
+        due = time.monotonic() + interval
+        while not self._stopping and (left := due - time.monotonic()) > 0:
+            await asyncio.sleep(min(CACHE_CHECK_SECONDS, left))
+            if self.tables.cached_keys() >= limit:
+                self.early_checkpoints += 1
+                return
 
     async def fail(self, exc: BaseException) -> None:
         """Halt the worker (``stop`` policy or an unrecoverable client error)."""

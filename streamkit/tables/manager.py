@@ -17,6 +17,7 @@ from ..runtime.dead_letters import dead_letter_headers
 from ..transport.base import TP, Message, Producer, delivery_position, retry_while_unreachable
 from .marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers, mark_offsets, mark_value
 from .recovery import RecoveryProgress, Tailer, replay
+from .rocks_options import RocksTuning
 from .stores import MemoryStore, Store, open_store
 from .table import Table, TablePartition
 
@@ -38,6 +39,7 @@ class TableManager:
         self._by_name = {t.name: t for t in self.tables}
         self.membership: Any = None  # runtime/membership.Membership: standby placement
         self.stores: dict[tuple[str, int], Store] = {}
+        self.rocks_memory = RocksTuning.from_settings(self.app.conf.rocksdb_options).shared()
         self.progress = RecoveryProgress()
         self.tailer = Tailer(runtime.driver, self.check_value, self.bad_changelog_record)
         self._recovering: asyncio.Task | None = None
@@ -92,7 +94,8 @@ class TableManager:
         store = self.stores.get(key)
         if store is None:
             conf = self.app.conf
-            store = self.stores[key] = open_store(table.store_url, conf.data_dir, self.app.id, table.name, number)
+            store = self.stores[key] = open_store(table.store_url, conf.data_dir, self.app.id, table.name, number,
+                                                  self.rocks_memory)
         return store
 
     def _close(self, table: Table, number: int) -> None:
@@ -347,6 +350,10 @@ class TableManager:
         self.stores.clear()
 
     # -- checkpoint participant -----------------------------------------------------------------
+
+    def cached_keys(self) -> int:
+        """Keys written since the last checkpoint, all tables together (the write caches' size)."""
+        return sum(len(part.cache) + len(part.borrowed) for t in self.tables for part in t.local.values())
 
     def prepare(self, processed: dict[TP, int] | None = None) -> Changes:
         """Snapshot every table's changes; runs in the same tick as the offsets are taken.

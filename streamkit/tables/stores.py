@@ -11,6 +11,8 @@ from typing import Iterator
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch
 
+from .rocks_options import SharedRocksMemory
+
 DELETED = None  # a ``None`` value in a batch deletes the key (a changelog tombstone)
 
 
@@ -93,10 +95,10 @@ _SOURCES_KEY = b"checkpoint_mark"
 class RocksStore(Store):
     """rocksdict in raw mode; the applied changelog offset lives in a separate column family."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, memory: SharedRocksMemory | None = None) -> None:
         self.path = path
         os.makedirs(path, exist_ok=True)
-        options = Options(raw_mode=True)
+        options = memory.options() if memory is not None else Options(raw_mode=True)
         options.create_if_missing(True)
         options.create_missing_column_families(True)
         self._db = Rdict(path, options, column_families={_META_CF: Options(raw_mode=True)},
@@ -155,10 +157,12 @@ class RocksStore(Store):
         self._db = None  # type: ignore[assignment]
 
 
-def open_store(url: str, data_dir: str, app_id: str, table: str, partition: int) -> Store:
-    """``rocksdb://`` → one RocksDB per table partition under the data dir; ``memory://`` → dict."""
+def open_store(url: str, data_dir: str, app_id: str, table: str, partition: int,
+               memory: SharedRocksMemory | None = None) -> Store:
+    """``rocksdb://`` → one RocksDB per table partition under the data dir, sharing the worker's
+    ``memory`` (rocks_options.py); ``memory://`` → dict."""
     if url.startswith("memory"):
         return MemoryStore()
     if url.startswith("rocksdb"):
-        return RocksStore(os.path.join(data_dir, app_id, table, str(partition)))
+        return RocksStore(os.path.join(data_dir, app_id, table, str(partition)), memory)
     raise ValueError(f"unknown store {url!r}: use rocksdb:// or memory://")
