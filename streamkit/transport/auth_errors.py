@@ -15,6 +15,8 @@ import collections
 import logging
 import re
 import ssl
+import struct
+import time
 from typing import Any
 
 from ..settings import Settings
@@ -31,11 +33,21 @@ class _RecordFailures(logging.Handler):
 
 
 librdkafka_log.addHandler(_RecordFailures())
-librdkafka_log.addFilter(RateLimitFilter())  # a refused connection is retried (and logged) every few ms
+# a refused connection is retried (and logged, at INFO too) every few ms
+librdkafka_log.addFilter(RateLimitFilter(level=logging.INFO, by_text=True))
 
 
 _REFUSALS = (("topic", "topic"), ("group", "group"), ("transactional_?id", "transactional id"),
              ("cluster", "cluster"))
+
+
+# Java's broker answers a missing client certificate (TLS 1.3) with alert 42, an untrusted one with 46
+_BAD_CERTIFICATE = re.compile(r"alert[ _]bad[ _]certificate|bad_certificate|alert[ _]certificate[ _]unknown"
+                              r"|certificate_unknown")
+OAUTH_REJECTED = ("the broker rejected the OAUTHBEARER token sasl_oauth_token returned (invalid, expired, or not "
+                  "what the broker's validator expects): check the function and the broker's OAUTHBEARER settings")
+SPEAKS_TLS = ("the broker's listener speaks TLS but security_protocol is {protocol}: set security_protocol to "
+              "{wanted} (and ssl_cafile, unless a system CA signed the broker's certificate)")
 
 
 def refused_access(text: str, settings: Settings, group: str | None = None) -> str | None:
@@ -68,6 +80,8 @@ def explain(text: str, settings: Settings) -> str | None:
                 "sasl_mechanism to one it enables")
     if "authentication failed" in lowered or "sasl authentication error" in lowered \
             or "saslauthenticationfailed" in lowered:
+        if settings.sasl_mechanism == "OAUTHBEARER":
+            return OAUTH_REJECTED
         return (f"SASL authentication failed ({who}): check sasl_username and sasl_password "
                 "(or sasl_password_file), and that the user exists on the broker")
     if "certificate verify failed" in lowered or "certificate_verify_failed" in lowered:
@@ -88,8 +102,12 @@ def explain(text: str, settings: Settings) -> str | None:
         if native in lowered:
             return f"{setting} could not be read by librdkafka: check the file is PEM and readable ({text.strip()[:160]})"
     if ("certificate required" in lowered or "alert_certificate_required" in lowered
-            or ("handshake failure" in lowered and not settings.ssl_certfile)):
+            or ("handshake failure" in lowered and not settings.ssl_certfile)
+            or (_BAD_CERTIFICATE.search(lowered) and not settings.ssl_certfile)):
         return "the broker requires a client certificate: set ssl_certfile and ssl_keyfile"
+    if _BAD_CERTIFICATE.search(lowered) or "unknown ca" in lowered or "unknown_ca" in lowered:
+        return (f"the broker refused the client certificate ssl_certfile={settings.ssl_certfile!r}: it must be "
+                "signed by a CA in the broker's truststore, and current")
     if "ssl handshake failed" in lowered or "wrong version number" in lowered:
         return (f"the TLS handshake failed ({text.strip()[:160]}): check security_protocol "
                 f"(now {settings.effective_security_protocol}) against the broker's listener")
@@ -99,27 +117,117 @@ def explain(text: str, settings: Settings) -> str | None:
 async def aiokafka_diagnose(settings: Settings, timeout: float = 5.0) -> str | None:
     """One raw aiokafka connection to the first bootstrap server, to see the error it hides."""
     from aiokafka.conn import create_conn
+    from aiokafka.errors import KafkaConnectionError
 
     from .security import aiokafka_common
 
-    host, _, port = settings.bootstrap_servers.split(",")[0].rpartition(":")
+    token_fault = await asyncio.to_thread(oauth_token_fault, settings)
+    if token_fault:
+        return token_fault
+    host, port = _first_server(settings)
     opts: dict[str, Any] = dict(aiokafka_common(settings))
     opts.pop("bootstrap_servers", None)
     try:
-        conn = await asyncio.wait_for(create_conn(host.strip("[]"), int(port), **opts), timeout)
+        conn = await asyncio.wait_for(create_conn(host, port, **opts), timeout)
     except ConnectionResetError:
-        if "SSL" in settings.effective_security_protocol and await _accepts_tcp(host.strip("[]"), int(port)):
+        if "SSL" in settings.effective_security_protocol and await _accepts_tcp(host, port):
             return (f"the broker accepts connections but closed the TLS handshake: check security_protocol "
                     f"(now {settings.effective_security_protocol}) against the broker's listener (a PLAINTEXT or "
                     "SASL_PLAINTEXT listener does not speak TLS)")
         return None
+    except KafkaConnectionError:  # closed during the first request: the reason is only in aiokafka's debug log
+        return await _closed_at_first_request(settings, host, port, opts.get("ssl_context"), timeout)
     except (asyncio.TimeoutError, ConnectionError):
         return None  # unreachable, not misconfigured
     except ssl.SSLError as exc:
         return explain(f"{exc}", settings) or f"TLS failed: {exc}"
     except Exception as exc:
         return explain(f"{type(exc).__name__}: {exc}", settings)
-    conn.close()
+    try:
+        if settings.sasl_mechanism == "OAUTHBEARER":
+            # aiokafka takes the broker's error challenge ({"status":"invalid_token"}) for success;
+            # the broker then refuses the first request (an error answer listing no broker) and closes
+            from aiokafka.protocol.metadata import MetadataRequest
+
+            try:
+                answer = await asyncio.wait_for(conn.send(MetadataRequest([])), timeout)
+            except (KafkaConnectionError, ConnectionError):
+                return OAUTH_REJECTED
+            except asyncio.TimeoutError:
+                return None
+            if not getattr(answer, "brokers", None):
+                return OAUTH_REJECTED
+    finally:
+        conn.close()
+    return None
+
+
+def _first_server(settings: Settings) -> tuple[str, int]:
+    host, _, port = settings.bootstrap_servers.split(",")[0].strip().rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+async def _closed_at_first_request(settings: Settings, host: str, port: int, context: ssl.SSLContext | None,
+                                   timeout: float) -> str | None:
+    """Why the broker closed a connection at its first request: a TLS alert (a client certificate
+    missing or refused), or a TLS listener spoken to in plaintext."""
+    if context is not None:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout)
+            try:
+                writer.write(_API_VERSIONS_V0)
+                await writer.drain()
+                await asyncio.wait_for(reader.read(4), timeout)
+            finally:
+                writer.close()
+        except ssl.SSLError as exc:
+            return explain(f"{exc}", settings)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        return None
+    return await speaks_tls_fault(settings, host, port)
+
+
+# an ApiVersions v0 request (api key 18, correlation id 1, client id "sk"), size-prefixed
+_API_VERSIONS_V0 = struct.pack(">ihhih2s", 12, 18, 0, 1, 2, b"sk")
+
+
+async def speaks_tls_fault(settings: Settings, host: str | None = None, port: int | None = None) -> str | None:
+    """When security_protocol has no TLS: whether the listener completes a TLS handshake (then it
+    wants SSL/SASL_SSL; unverified: only to tell the protocols apart, nothing is sent)."""
+    protocol = settings.effective_security_protocol
+    if "SSL" in protocol:
+        return None
+    if host is None or port is None:
+        host, port = _first_server(settings)
+    probe = ssl.create_default_context()
+    probe.check_hostname, probe.verify_mode = False, ssl.CERT_NONE
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=probe), 3.0)
+    except (OSError, ssl.SSLError, asyncio.TimeoutError):
+        return None
+    writer.close()
+    return SPEAKS_TLS.format(protocol=protocol, wanted="SASL_SSL" if settings.sasl_mechanism else "SSL")
+
+
+def oauth_token_fault(settings: Settings) -> str | None:
+    """Whether ``sasl_oauth_token`` fails, or returns something no broker accepts (not a
+    ``(token, expiry)`` pair, or expired): librdkafka would wait 10 s for a token and say only
+    "OAuth token not set", aiokafka would send it and retry."""
+    function = settings.sasl_oauth_token
+    if settings.sasl_mechanism != "OAUTHBEARER" or function is None:
+        return None
+    name = getattr(function, "__qualname__", repr(function))
+    try:
+        value = function()
+    except Exception as exc:
+        return f"sasl_oauth_token ({name}) failed: {type(exc).__name__}: {str(exc)[:200]}"
+    if (not isinstance(value, tuple) or len(value) < 2 or not isinstance(value[0], str) or not value[0]
+            or isinstance(value[1], bool) or not isinstance(value[1], (int, float))):
+        return f"sasl_oauth_token ({name}) must return (token, expiry as epoch seconds), not a {type(value).__name__}"
+    if value[1] <= time.time():
+        return (f"sasl_oauth_token ({name}) returned a token that expired {time.time() - value[1]:.0f} s ago "
+                "(expiry is epoch seconds)")
     return None
 
 
@@ -133,9 +241,12 @@ async def _accepts_tcp(host: str, port: int) -> bool:
     return True
 
 
-def confluent_diagnose(settings: Settings) -> str | None:
+async def confluent_diagnose(settings: Settings) -> str | None:
+    token_fault = await asyncio.to_thread(oauth_token_fault, settings)
+    if token_fault:
+        return token_fault
     for line in reversed(LIBRDKAFKA_FAILURES):
         found = explain(line, settings)
         if found:
             return found
-    return None
+    return await speaks_tls_fault(settings)  # librdkafka says only "Disconnected", and at INFO

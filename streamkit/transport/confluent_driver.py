@@ -27,7 +27,7 @@ from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
-from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_log
+from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_log, oauth_token_fault
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
@@ -435,12 +435,14 @@ class ConfluentAdmin(Admin):
 
     async def start(self) -> None:
         LIBRDKAFKA_FAILURES.clear()  # what this connection attempt reports
+        if await asyncio.to_thread(oauth_token_fault, self._settings):  # librdkafka would wait 10 s for the token, and not say why
+            raise ConnectionError("sasl_oauth_token gives no usable token")
         self._client = AdminClient(self._conf)
 
     async def diagnose(self) -> str | None:
         if self._client is not None:
             self._client.poll(0)  # serves the log queue: the failure lines reach librdkafka_log
-        return confluent_diagnose(self._settings)
+        return await confluent_diagnose(self._settings)
 
     async def stop(self) -> None:
         self._client = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import time
 from typing import Any
 
@@ -25,17 +26,21 @@ _NOISY_LOGGERS = ("aiokafka", "aiokafka.client", "aiokafka.conn", "aiokafka.cons
 
 
 class RateLimitFilter(logging.Filter):
-    """One record per (logger, message template) every ``every`` seconds."""
+    """One record per (logger, message template) every ``every`` seconds, from ``level`` up; with
+    ``by_text`` the template is the message with its numbers blanked (librdkafka's lines are
+    preformatted: ``... (after 3ms in state APIVERSION_QUERY)``)."""
 
-    def __init__(self, every: float = 30.0) -> None:
+    def __init__(self, every: float = 30.0, level: int = logging.WARNING, by_text: bool = False) -> None:
         super().__init__()
         self.every = every
+        self.level = level
+        self.by_text = by_text
         self._seen: dict[tuple[str, str], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
+        if record.levelno < self.level:
             return True
-        key = (record.name, str(record.msg))
+        key = (record.name, re.sub(r"\d+", "#", record.getMessage()) if self.by_text else str(record.msg))
         now = time.monotonic()
         last, held = self._seen.get(key, (0.0, 0))
         if last and now - last < self.every:
