@@ -43,7 +43,7 @@ def restored_state(broker, changelog, group, source, partitions):
     state: dict[bytes, bytes | None] = {}
     blocks = {p: MarkedBlocks(committed_covers({source: committed[p] if committed[p] >= 0 else None}), marked=False)
               for p in range(partitions)}
-    for m in read_topic(broker, changelog, timeout=60, idle=2.0):
+    for m in read_topic(broker, changelog, timeout=60, to_end=True):
         blocks[m.partition()].feed(Message(m.topic(), m.partition(), m.offset(), m.key(), m.value(),
                                            list(m.headers() or []), None), state)
     return {k.decode(): int(v) for k, v in state.items() if v is not None}

@@ -29,12 +29,13 @@ async def wait_for(condition: Callable[[], Any], timeout: float, interval: float
 
 
 def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, timeout: float = 30.0,
-               idle: float = 2.0, isolation: str = "read_uncommitted") -> list[Any]:
+               idle: float = 2.0, isolation: str = "read_uncommitted", to_end: bool = False) -> list[Any]:
     """Every record of ``topic`` from the beginning (confluent Message objects).
 
     ``where`` is an app's settings (``app.conf``: its TLS and SASL too) or an address (then the
     ``STREAMKIT_*`` security settings apply, as to an app). Stops once ``expect`` records
-    arrived, or after ``idle`` seconds without new ones.
+    arrived, or after ``idle`` seconds without new ones, or (``to_end``, for a topic nobody
+    writes any more) once every partition was read up to the end its last fetch reported.
     """
     meta = AdminClient(confluent_conf(where)).list_topics(topic, timeout=10)
     partitions = list(meta.topics[topic].partitions)
@@ -56,6 +57,21 @@ def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, 
                 break
             if expect is None and time.monotonic() - last_new > idle:
                 break
+            if to_end and expect is None and not got and _read_to_end(consumer):
+                break
     finally:
         consumer.close()
     return records
+
+
+def _read_to_end(consumer: Any) -> bool:
+    """Every assigned partition's position reached the high watermark of its last fetch response
+    (exact on the dev broker too, whose ListOffsets answer is not); an empty one counts once a
+    fetch said so."""
+    for tp in consumer.position(consumer.assignment()):
+        low, high = consumer.get_watermark_offsets(tp, cached=True)
+        if high < 0:  # no fetch response yet
+            return False
+        if (tp.offset < 0 and high > low) or 0 <= tp.offset < high:
+            return False
+    return True

@@ -118,7 +118,7 @@ def read_mine(broker, topic, unique, expect, timeout=60):
     found = []
 
     def arrived():
-        found[:] = [m for m in read_topic(broker, topic, idle=1, timeout=20)
+        found[:] = [m for m in read_topic(broker, topic, timeout=20, to_end=True)
                     if m.key() is not None and m.key().decode().endswith(unique)]
         return len(found) >= expect
 
@@ -142,7 +142,7 @@ def test_timers_crontab_tasks_a_service_and_a_channel(broker_address, tmp_path, 
         code = worker.stop()
     assert code == 0, worker.output()[-3000:]
     assert worker.count("SERVICE stopped") == 1 and worker.count("SIGNAL on_before_shutdown") == 1
-    sent = [orjson.loads(m.value()) for m in read_topic(broker_address, "scheduling-shouted", idle=2, timeout=30)]
+    sent = [orjson.loads(m.value()) for m in read_topic(broker_address, "scheduling-shouted", timeout=30, to_end=True)]
     # keyless records spread over the topic's partitions: compared as a multiset
     assert Counter(s for s in sent if s.endswith(unique.upper())) == Counter(
         f"{w}{unique}".upper() for w in ("alpha", "beta", "gamma"))

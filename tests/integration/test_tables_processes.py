@@ -116,7 +116,7 @@ def committed(broker, unique):
 
 def changelog_state(broker, unique):
     latest = {}
-    for m in read_topic(broker, f"tbl-{unique}-counts-changelog", timeout=60, idle=2.0):
+    for m in read_topic(broker, f"tbl-{unique}-counts-changelog", timeout=60, to_end=True):
         if m.key() != MARK_KEY:  # checkpoint marks (tables/marks.py)
             latest[m.key().decode()] = int(m.value())
     return latest
@@ -165,7 +165,7 @@ def test_restart_with_intact_rocksdb_replays_only_the_tail(broker_address, drive
     wait_until(lambda: first.counted() == 20_000, 90, "20,000 records counted")
     wait_until(lambda: committed(broker_address, unique) == 20_000, 30, "a checkpoint after the last record")
     assert first.stop() == 0
-    total_changelog = len(read_topic(broker_address, f"tbl-{unique}-counts-changelog", timeout=60, idle=2.0))
+    total_changelog = len(read_topic(broker_address, f"tbl-{unique}-counts-changelog", timeout=60, to_end=True))
     produce(broker_address, unique, 1_000, start=20_000)
     second = Worker(broker_address, driver, unique, tmp_path, "second", data="shared")
     workers.append(second)

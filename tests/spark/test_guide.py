@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from streamkit.testing.helpers import read_topic
-from tests.helpers import wait_until
+from tests.helpers import committed_total, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -61,12 +61,16 @@ def test_the_guide_example_runs_as_written(broker_address, tmp_path):
             assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
         payments = expected_payments(2500)
         large = {pid for pid, (_, amount) in payments.items() if amount >= 1000}
-        out = read_topic(broker_address, f"{name}-large", timeout=60, idle=5, isolation="read_committed")
+        # The worker checkpointed every payment: a checkpoint never passes a record whose outputs
+        # are not in Kafka, so both output topics are complete and can be read to their ends.
+        wait_until(lambda: committed_total(broker_address, name, name, 4) == len(payments), 60,
+                   "the worker checkpointed all 2,500 payments")
+        out = read_topic(broker_address, f"{name}-large", timeout=60, to_end=True, isolation="read_committed")
         ids = Counter(orjson.loads(m.value())["id"] for m in out)
         worker_log = (tmp_path / "worker.log").read_text()[-3000:]
         assert set(ids) == large, f"missing {sorted(large - set(ids))[:5]}; worker:\n{worker_log}"
         assert max(ids.values()) == 1  # history by Spark, live by the worker, each once
-        updates = read_topic(broker_address, f"{name}-spend", timeout=60, idle=5, isolation="read_committed")
+        updates = read_topic(broker_address, f"{name}-spend", timeout=60, to_end=True, isolation="read_committed")
         assert len(updates) == 2500, (len(updates), Counter(orjson.loads(m.value())["payments"] for m in updates).most_common(3),
                                       (tmp_path / "worker.log").read_text()[-3000:])
         # The worker's table started from Spark's totals: each user's last update covers all 50 payments.

@@ -157,7 +157,7 @@ def run_worker_until(app, topic_counts, broker_address, timeout=60.0):
 
 def test_agent_and_fold_on_spark_match_the_worker(orders_app, spark, source, broker_address, tmp_path):
     name, _ = source
-    plain = read_topic(broker_address, name)  # everything, the streaming test's records too
+    plain = read_topic(broker_address, name, to_end=True)  # everything, the streaming test's records too
     total = len(plain)
     expected_big = sum(1 for m in plain if orjson.loads(m.value())["amount"] >= 50)
     run = orders_app.RUN
@@ -195,7 +195,7 @@ def test_exactly_once_sink_survives_a_driver_crash_after_tasks_committed(orders_
     """The state a driver crash leaves between the tasks' commits and Spark's commit log entry is a
     batch without its commits/N file: the restart replays it, and the tasks' markers skip it."""
     name, _ = source
-    total = len(read_topic(broker_address, name))
+    total = len(read_topic(broker_address, name, to_end=True))
     app = orders_app.eos_app
     app.spark.use(spark)
     out = f"big-eos-{orders_app.RUN}"
@@ -208,10 +208,10 @@ def test_exactly_once_sink_survives_a_driver_crash_after_tasks_committed(orders_
         return sum(p["numInputRows"] for p in query.recentProgress)
 
     assert run() == total
-    written = len(read_topic(broker_address, out, isolation="read_committed"))
+    written = len(read_topic(broker_address, out, isolation="read_committed", to_end=True))
     replayed_batch = delete_last_commit(checkpoint)
     assert run() > 0, f"batch {replayed_batch} was not replayed"
-    after = read_topic(broker_address, out, isolation="read_committed")
+    after = read_topic(broker_address, out, isolation="read_committed", to_end=True)
     assert len(after) == written
     assert len({orjson.loads(m.value())["id"] for m in after}) == written
     # The same crash point without exactly-once writes the replayed batch twice.
@@ -219,7 +219,7 @@ def test_exactly_once_sink_survives_a_driver_crash_after_tasks_committed(orders_
     assert run(exactly_once=False) == total
     delete_last_commit(checkpoint)
     assert run(exactly_once=False) > 0
-    assert len(read_topic(broker_address, out, isolation="read_committed")) > 2 * written
+    assert len(read_topic(broker_address, out, isolation="read_committed", to_end=True)) > 2 * written
 
 
 def python_workers():
@@ -285,4 +285,4 @@ def test_exactly_once_sink_survives_a_task_failure_mid_write(orders_app, spark, 
         [b"%d" % i for i in range(150_000)] + [m.value() for m in read_topic(broker_address, source, expect=total)
                                                if m.key().startswith(b"tail")])
     # The killed attempts had written part of the batch: those records exist, aborted.
-    assert len(read_topic(broker_address, out)) > len(committed)
+    assert len(read_topic(broker_address, out, to_end=True)) > len(committed)

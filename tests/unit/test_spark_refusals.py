@@ -155,3 +155,15 @@ async def test_a_failing_record_goes_to_the_dead_letter_rows_and_the_rest_contin
     outputs, rows = await _outputs("fails_on_three", [1, 2, 3, 4])
     assert outputs == [1, 2, 4]
     assert rows.topic.count(app.dlq_topic_name) == 1
+
+
+def test_several_agents_at_once_need_available_now():
+    """Continuous queries of several agents would commit over each other in the app's group."""
+    from click.testing import CliRunner
+
+    from streamkit.cli.main import cli
+
+    done = CliRunner().invoke(cli, ["spark", "-A", "examples.payments:app", "flag_large", "user_spend",
+                                    "--checkpoint", "/tmp/streamkit-never-written"])
+    assert done.exit_code == 2, done.output
+    assert "several agents need --available-now" in done.output and "Traceback" not in done.output
