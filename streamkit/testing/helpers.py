@@ -35,7 +35,8 @@ def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, 
     ``where`` is an app's settings (``app.conf``: its TLS and SASL too) or an address (then the
     ``STREAMKIT_*`` security settings apply, as to an app). Stops once ``expect`` records
     arrived, or after ``idle`` seconds without new ones, or (``to_end``, for a topic nobody
-    writes any more) once every partition was read up to the end its last fetch reported.
+    writes any more) once every partition was read up to the end its last fetch reported and
+    ``END_SETTLE`` passed without new records.
     """
     meta = AdminClient(confluent_conf(where)).list_topics(topic, timeout=10)
     partitions = list(meta.topics[topic].partitions)
@@ -57,14 +58,19 @@ def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, 
                 break
             if expect is None and time.monotonic() - last_new > idle:
                 break
-            if to_end and expect is None and not got and _read_to_end(consumer):
+            if to_end and expect is None and time.monotonic() - last_new >= END_SETTLE and at_end(consumer):
                 break
     finally:
         consumer.close()
     return records
 
 
-def _read_to_end(consumer: Any) -> bool:
+# A fetch cycle (fetch.wait.max.ms is 500): the end a fetch reports may predate a transaction
+# marker written a moment after its commit returned; one more cycle without records settles it.
+END_SETTLE = 1.0
+
+
+def at_end(consumer: Any) -> bool:
     """Every assigned partition's position reached the high watermark of its last fetch response
     (exact on the dev broker too, whose ListOffsets answer is not); an empty one counts once a
     fetch said so."""

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamkit.tables.marks import MARK_KEY
+from streamkit.testing.helpers import END_SETTLE, at_end
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 6
@@ -240,10 +241,18 @@ class Reader:
         return got
 
     def drain(self, quiet: float = 3.0, limit: float = 120.0) -> None:
-        """Read until nothing new arrives for ``quiet`` seconds."""
+        """Read what is left once nothing writes any more: until every partition reached the end
+        its last fetch reported and a whole fetch cycle (1 s) brought nothing new, or nothing
+        new for ``quiet`` seconds (the end a read_committed reader waits for may stay open)."""
         deadline = time.monotonic() + limit
-        while self.poll(quiet) and time.monotonic() < deadline:
-            pass
+        last_new = time.monotonic()
+        while time.monotonic() < deadline:
+            if self.poll(0.2):
+                last_new = time.monotonic()
+                continue
+            idle = time.monotonic() - last_new
+            if idle >= quiet or (idle >= END_SETTLE and at_end(self.consumer)):
+                return
 
     def close(self) -> None:
         self.consumer.close()

@@ -77,7 +77,7 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         records: int = 60000, kills: int = 20, workers: int = 3, keys: int = 1000, interval: float = 3.0,
         fault_seconds: float = 45.0, churn_seconds: float = 120.0, malformed: int = 10000,
         control: BrokerControl | None = None, drain_timeout: float = 240.0, workdir: Path | None = None,
-        seed: int | None = None, windows: bool = False, log=print) -> Summary:
+        seed: int | None = None, windows: bool = False, feed_seconds: float | None = None, log=print) -> Summary:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
     rng = random.Random(seed)
@@ -101,6 +101,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         worker.start()
     fault_phase = {"kill": max(kills * interval, 5.0), "outage": fault_seconds + 10, "freeze": fault_seconds + 10,
                    "churn": churn_seconds, "diskfull": 30.0}.get(scenario, 10.0)
+    if feed_seconds is not None:  # inputs spread over this long instead (short runs in the test suite)
+        fault_phase = feed_seconds
     bad_every = max(1, records // malformed) if scenario == "malformed" else 0
     stop_feed = threading.Event()
     fed: dict[str, int] = {}
@@ -111,7 +113,9 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     extras: list[Worker] = []
     expected_down: set[int] = set()
     try:
-        outputs.poll(5.0)  # records flowing first
+        deadline = time.monotonic() + 60
+        while not outputs.records and time.monotonic() < deadline:
+            outputs.poll(0.5)  # records flowing first
         if scenario == "kill":
             summary.faults += sigkill_rounds(pool, kills, rng, interval, outputs.poll,
                                              lambda: f"outputs so far {len(outputs.records)}", log)

@@ -10,7 +10,7 @@ from tests.chaos.run import BrokerControl, run
 @pytest.mark.parametrize("driver,guarantee", [("aiokafka", "at_least_once"), ("confluent", "exactly_once")])
 def test_malformed_records_all_dead_lettered_good_ones_unaffected(broker_address, driver, guarantee, tmp_path):
     summary = run(broker_address, driver, guarantee=guarantee, scenario="malformed", records=6000, malformed=1000,
-                  workers=2, workdir=tmp_path, seed=1)
+                  workers=2, workdir=tmp_path, seed=1, feed_seconds=5)
     print("\n" + summary.line())
     assert summary.malformed == 1000
     assert summary.ok, summary.line() + kept(summary, tmp_path)
@@ -18,8 +18,10 @@ def test_malformed_records_all_dead_lettered_good_ones_unaffected(broker_address
 
 @pytest.mark.parametrize("driver", ["aiokafka", "confluent"])
 def test_a_frozen_broker_is_waited_out_at_least_once(broker_address, broker_pid, driver, tmp_path):
-    summary = run(broker_address, driver, guarantee="at_least_once", scenario="freeze", fault_seconds=12,
-                  records=6000, workers=2, control=BrokerControl(pid=broker_pid), workdir=tmp_path, seed=2)
+    # frozen longer than the 6 s sessions, so the group sees its members expire when it thaws
+    summary = run(broker_address, driver, guarantee="at_least_once", scenario="freeze", fault_seconds=8,
+                  records=6000, workers=2, control=BrokerControl(pid=broker_pid), workdir=tmp_path, seed=2,
+                  feed_seconds=12)
     print("\n" + summary.line())
     assert summary.faults == 1
     assert summary.ok, summary.line() + kept(summary, tmp_path)
