@@ -203,23 +203,34 @@ def topology(app_spec: str, fmt: str) -> None:
     click.echo(frozen.describe() if fmt == "text" else frozen.mermaid())
 
 
-def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) -> tuple[Any, str]:
+def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) -> tuple[Any, str, float]:
+    """The driver, bootstrap servers and ``broker_connect_timeout`` a topics command uses: the
+    app's settings (``-A``) or the ``STREAMKIT_*`` ones, with ``--broker``/``--driver`` over either."""
+    import dataclasses
+
     from ..settings import Settings
     from ..transport import create_driver
 
-    if app_spec:
-        app = load_app(app_spec)
-        return app.driver, app.conf.bootstrap_servers
     values: dict[str, Any] = {}
     if broker:
         values["broker"] = broker
     if driver:
         values["driver"] = driver
+    elif broker and broker.strip().lower().startswith("confluent://"):
+        values["driver"] = "confluent"  # Faust: the URL scheme picks the transport
     try:
-        settings = Settings.from_env(**values)
+        if app_spec:
+            app = load_app(app_spec)
+            if not values:
+                return app.driver, app.conf.bootstrap_servers, app.conf.broker_connect_timeout
+            base = app.conf
+        else:
+            base = Settings.from_env()
+        # the flags are the most specific choice: over STREAMKIT_* too (which override an app's code)
+        settings = dataclasses.replace(base, **values)
     except ConfigurationError as exc:  # a STREAMKIT_* variable the settings refuse
         raise Misuse(str(exc)) from None
-    return create_driver(settings), settings.bootstrap_servers
+    return create_driver(settings), settings.bootstrap_servers, settings.broker_connect_timeout
 
 
 topic_source = [
@@ -245,10 +256,10 @@ def topics() -> None:
 def topics_list(app_spec: str | None, broker: str | None, driver: str | None) -> None:
     from ..runtime.topic_admin import connect_admin
 
-    drv, address = _admin_driver(app_spec, broker, driver)
+    drv, address, timeout = _admin_driver(app_spec, broker, driver)
 
     async def go() -> Any:
-        admin = await connect_admin(drv, address, 15.0)
+        admin = await connect_admin(drv, address, timeout)
         try:
             return await admin.describe_topics()
         finally:
@@ -264,10 +275,10 @@ def topics_list(app_spec: str | None, broker: str | None, driver: str | None) ->
 def topics_describe(name: str, app_spec: str | None, broker: str | None, driver: str | None) -> None:
     from ..runtime.topic_admin import connect_admin
 
-    drv, address = _admin_driver(app_spec, broker, driver)
+    drv, address, timeout = _admin_driver(app_spec, broker, driver)
 
     async def go() -> Any:
-        admin = await connect_admin(drv, address, 15.0)
+        admin = await connect_admin(drv, address, timeout)
         try:
             return (await admin.describe_topics([name])).get(name)
         finally:
@@ -290,13 +301,13 @@ def topics_create(name: str, partitions: int, replicas: int, configs: tuple[str,
     from ..runtime.topic_admin import ensure_topics
     from ..transport import TopicSpec
 
-    drv, address = _admin_driver(app_spec, broker, driver)
+    drv, address, timeout = _admin_driver(app_spec, broker, driver)
     malformed = [c for c in configs if "=" not in c or not c.split("=", 1)[0]]
     if malformed:
         raise Misuse(f"--config takes key=value (e.g. retention.ms=86400000), got {malformed[0]!r}")
     config = dict(c.split("=", 1) for c in configs)
     spec = TopicSpec(name, partitions, replicas, config)
-    run(ensure_topics(drv, address, [spec], {name: partitions}, 15.0))
+    run(ensure_topics(drv, address, [spec], {name: partitions}, timeout))
     click.echo(f"topic {name} ready with {partitions} partitions")
 
 

@@ -24,11 +24,16 @@ def test_version():
 
 def test_unreachable_broker_is_one_clear_line_and_nonzero_exit():
     env = {"STREAMKIT_BROKER": "127.0.0.1:1", "STREAMKIT_BROKER_CONNECT_TIMEOUT": "2"}
-    for args in (("worker", "-A", "tests.apps.pipeline:app", "--without-web", "--web-host", "127.0.0.1"),
-                 ("topics", "list")):
+    for args, address in ((("worker", "-A", "tests.apps.pipeline:app", "--without-web", "--web-host", "127.0.0.1"),
+                           "127.0.0.1:1"),
+                          (("topics", "list"), "127.0.0.1:1"),
+                          (("topics", "list", "-A", "tests.apps.pipeline:app", "--driver", "confluent"), "127.0.0.1:1"),
+                          (("topics", "create", "x", "--broker", "127.0.0.1:2"), "127.0.0.1:2")):  # the flag wins
         result = cli(*args, env=env)
         assert result.returncode == 2, result.stderr
-        assert "cannot reach the Kafka broker at 127.0.0.1:1" in result.stderr
+        # every command honours broker_connect_timeout (topics commands waited a fixed 15 s)
+        assert f"cannot reach the Kafka broker at {address} after" in result.stderr and " in 2s (" in result.stderr, \
+            (args, result.stderr)
         assert "Traceback" not in result.stderr
 
 
