@@ -1,5 +1,5 @@
 """The scenarios of ``python -m benchmarks run`` that are not one process over the input topic:
-latency at half load, scale-out (2 workers vs 1), and table recovery (streamkit and the peers).
+latency at half load, scale-out (2 workers vs 1), state size (state_size.py), and table recovery (streamkit and the peers).
 Each returns a summary for the run's table and JSON."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import scale_out
 
 HERE = Path(__file__).resolve().parent
 EXTRAS = ["latency-confluent", "latency-aiokafka", "scale-out-confluent", "scale-out-aiokafka",
-          "recovery", "peer-recovery"]
+          "state-size-confluent", "state-size-aiokafka", "recovery", "peer-recovery"]
 
 
 def run_latency(args: argparse.Namespace, driver: str, stateless_rps: float | None) -> dict[str, Any]:

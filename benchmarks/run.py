@@ -14,7 +14,9 @@
    a few thousand records/s; rates stay comparable); and the joins, streamkit and Quix on the
    same ``--join-records`` (``join_runs.py``: a stream-table join, a windowed stream-stream join);
 4. measures end-to-end latency at half the stateless throughput it just measured
-   (``latency.py``) and 2 worker processes against 1 (``scale_out.py``), per driver;
+   (``latency.py``), 2 worker processes against 1 (``scale_out.py``), and the stateful scenario
+   over ``--state-keys`` distinct keys against its 1,000-key runs, with peak RSS
+   (``state_size.py``), per driver;
 5. runs the recovery benchmarks: streamkit (``recovery.py``: a ``--recovery-keys`` changelog
    restored into empty stores) and the peers restoring their own changelogs (``peer_recovery.py``);
 6. prints one table (median records/s, min-max, CPU s, CPU µs/record, peak RSS) and the ratios
@@ -38,6 +40,7 @@ import join_inputs
 import join_runs
 from common import admin_client, create_topic, delete_topics, rate_summary, run_peer_process, run_scenario_process
 from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
+from state_size import run_state_size
 from quick_stateless import PARTITIONS, fill_input, topic_count
 
 HERE = Path(__file__).resolve().parent
@@ -148,6 +151,11 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
             out[f"latency {driver} at {lat['rate']:,} rec/s: max ms"] = lat["median_max_ms"]
         scale = extras.get(f"scale-out-{driver}") or {}
         out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
+        state = extras.get(f"state-size-{driver}") or {}
+        if state.get("ok_runs"):
+            out[f"stateful {driver}: {state['keys']:,} keys / 1,000 keys"] = state["ratio"]
+            out[f"stateful {driver}: peak RSS MB, {state['keys']:,} keys"] = state["peak_rss_mb"]
+            out[f"stateful {driver}: peak RSS MB, 1,000 keys"] = state["small_peak_rss_mb"]
     recovery = (extras.get("recovery") or {}).get("summary") or {}
     peers = (extras.get("peer-recovery") or {}).get("summary") or {}
     peer_rates = [s["median_rps"] for s in peers.values() if s.get("ok_runs")]
@@ -227,6 +235,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--join-records", type=int, default=200_000,
                         help="orders (join-table) and records per side (join-window), streamkit and Quix alike")
     parser.add_argument("--recovery-keys", type=int, default=1_000_000, help="0 skips the recovery benchmark")
+    parser.add_argument("--state-keys", type=int, default=10_000_000,
+                        help="distinct keys (one record each) of the state-size scenarios")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--no-peers", action="store_true", help="skip faust-streaming and quixstreams")
@@ -285,6 +295,9 @@ def main(argv: list[str]) -> int:
                 extras[f"latency-{driver}"] = run_latency(args, driver, (summary.get(f"streamkit-{driver}") or {}).get("median_rps"))
             if f"scale-out-{driver}" in extras_wanted:
                 extras[f"scale-out-{driver}"] = run_scale_out(args, driver, input_topic)
+            if f"state-size-{driver}" in extras_wanted:
+                extras[f"state-size-{driver}"] = run_state_size(
+                    args, driver, run_id, summary.get(f"streamkit-{driver}-stateful") or {}, created)
     finally:
         delete_topics(args.admin, created)
     if "recovery" in extras_wanted:

@@ -10,14 +10,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def rates_of(result, scenario):
+    return result["summary"][scenario]["median_rps"]
+
+
 def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     out = tmp_path / "run.json"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "run", "--broker", broker_address, "--records", "3000",
          "--no-peers", "--recovery-keys", "0", "--repeat", "1",
-         "--latency-seconds", "3",
+         "--latency-seconds", "3", "--state-keys", "4000",
          "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful,streamkit-confluent-windowed,"
-                        "latency-confluent",
+                        "latency-confluent,state-size-aiokafka",
          "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -36,6 +40,10 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     latency = result["extras"]["latency-confluent"]
     assert latency["ok_runs"] == 1 and latency["all_complete"]
     assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
+    state = result["extras"]["state-size-aiokafka"]  # 4,000 records, each its own key
+    assert state["ok_runs"] == 1 and state["runs"][0]["consumed"] >= 4000, state
+    assert state["ratio"] == pytest.approx(state["rps"] / rates_of(result, "streamkit-aiokafka-stateful")), state
+    assert f"{'stateful aiokafka: 4,000 keys / 1,000 keys':<44} {state['ratio']:,.2f}" in proc.stdout, proc.stdout[-2000:]
 
 
 # On the dev broker the run is a few seconds and its group joins are slow and uneven, so the
