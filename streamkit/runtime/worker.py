@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mode import Service
 
 from ..errors import ConfigurationError, StoreWriteFailed, WorkerStopped
-from ..transport.auth_errors import refused_access
+from ..transport.auth_errors import refusal_in, refused_access
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning
 from ..transport.base import is_retriable
@@ -464,6 +464,10 @@ class Runtime(Service):
                 await self.fail(exc)
                 return
             except Exception as exc:  # rolled back (records come again) or a failed offset commit
+                refused = refusal_in(exc, self.conf, group=self.app.id)
+                if refused is not None:  # a missing ACL (Write on a sink): no retry grants it
+                    await self.fail(ConfigurationError(refused))
+                    return
                 log.warning("checkpoint did not commit (%s); the next one retries, nothing is lost", exc)
 
     async def _checkpoint_due(self) -> None:

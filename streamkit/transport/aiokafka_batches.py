@@ -113,6 +113,7 @@ class BatchedSends:
                 log.warning("handing batches to aiokafka failed: %r", exc)
                 failed = asyncio.get_running_loop().create_future()
                 failed.set_exception(exc)
+                failed.exception()  # read by the flush; marked read now for a worker halting before it
                 self.pending.add(failed, "")
 
     async def hand_over(self) -> None:
@@ -128,7 +129,10 @@ class BatchedSends:
                 try:
                     delivered = await self.client.send_batch(builder, topic, partition=partition)
                 except BaseException as exc:
-                    _settle(records, None, exc)
+                    cause = transaction_error(self.client)
+                    _settle(records, None, cause or exc)
+                    if cause is not None:  # aiokafka says only "not in transaction" to later sends
+                        raise cause from exc
                     raise
                 self.pending.add(delivered, topic)
                 if records:
@@ -150,6 +154,18 @@ class BatchedSends:
             self.sender = None
 
 
+def transaction_error(client: Any) -> BaseException | None:
+    """The error that ended the aiokafka producer's transaction (a partition it could not add,
+    e.g. no Write ACL on the topic), read from its transaction manager: aiokafka keeps it on a
+    future nobody awaits and answers later sends only "Can't send messages while not in
+    transaction". Reading it also spares asyncio's "exception was never retrieved"."""
+    manager = getattr(client, "_txn_manager", None)
+    waiter = manager.wait_for_transaction_end() if manager is not None else None
+    if waiter is None or not waiter.done() or waiter.cancelled():
+        return None
+    return waiter.exception()
+
+
 def _settle_from(records: list[tuple[asyncio.Future, Any]], batch: asyncio.Future) -> None:
     if batch.cancelled():
         _settle(records, None, asyncio.CancelledError())
@@ -167,6 +183,7 @@ def _settle(records: list[tuple[asyncio.Future, Any]] | None, batch: Any, error:
             continue
         if error is not None:
             future.set_exception(error)
+            future.exception()  # the flush reads it (PendingDeliveries); a halting worker may not
         elif batch is None:  # acks=0: no offsets come back
             future.set_result(None)
         else:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any, Sequence
 
@@ -17,12 +18,14 @@ from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
-from .aiokafka_batches import BatchedSends
+from .aiokafka_batches import BatchedSends, transaction_error
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
 from .quiet import quiet_client_logs, with_reconnect_backoff
 from .auth_errors import aiokafka_diagnose
 from .security import aiokafka_common, compression
+
+log = logging.getLogger(__name__)
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -241,6 +244,9 @@ class AiokafkaProducer(Producer):
     async def abort_transaction(self) -> None:
         if self._batches is not None:
             self._batches.discard()  # never handed over: aborted with the transaction
+        cause = transaction_error(self._client)  # read before aiokafka replaces it with a fresh future
+        if cause is not None:
+            log.debug("aborting a transaction that failed: %r", cause)
         await self._txn_call("abort_transaction", self._client.abort_transaction())
         self._pending.discard()
 

@@ -32,6 +32,16 @@ class _RecordFailures(logging.Handler):
             LIBRDKAFKA_FAILURES.append(record.getMessage())
 
 
+class _CappedAtError:
+    """librdkafka's ``logger``: its lines into ``librdkafka_log``, CRITICAL ones (TXNERR, FATAL)
+    at ERROR. streamkit decides what ends a worker and says so itself, in one line; librdkafka's
+    own CRITICAL lines repeated it, and ``-l critical`` could not silence them."""
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        librdkafka_log.log(min(level, logging.ERROR), msg, *args)
+
+
+librdkafka_logger = _CappedAtError()  # the ``logger`` config of every confluent client
 librdkafka_log.addHandler(_RecordFailures())
 # a refused connection is retried (and logged, at INFO too) every few ms
 librdkafka_log.addFilter(RateLimitFilter(level=logging.INFO, by_text=True))
@@ -57,12 +67,31 @@ def refused_access(text: str, settings: Settings, group: str | None = None) -> s
     compact = re.sub(r"[\s_]", "", text.lower())
     for pattern, kind in _REFUSALS:
         if re.search(f"{pattern.replace('_?', '')}authorizationfailed", compact):
-            named = re.search(r"AuthorizationFailed\w*(?::\s+|\(')([\w.\-]+)", text)
+            named = (re.search(r"AuthorizationFailed\w*(?::\s+|\()\{?'?([\w.\-]+)", text)
+                     or re.search(r'add partition "([\w.\-]+)"', text))  # librdkafka's ADDPARTS line
             name = named.group(1) if named else (group if kind == "group" else None)
             what = f"{kind} {name!r}" if name and kind != "cluster" else f"a {kind}"
             principal = f"User:{settings.sasl_username}" if settings.sasl_username else "this client"
             return (f"the broker refused {principal} access to {what} (no ACL allows it): grant the ACLs "
                     "`streamkit acls -A <module:app>` prints")
+    return None
+
+
+def refusal_in(exc: BaseException, settings: Settings, group: str | None = None) -> str | None:
+    """``refused_access`` for an exception, its causes, and every failed delivery it carries
+    (a checkpoint's ``DeliveryFailed``): a missing Write ACL surfaces inside those."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        refused = refused_access(f"{type(current).__name__}: {current} {current!r}", settings, group)
+        if refused is not None:
+            return refused
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        todo += [e for e in getattr(current, "failures", ()) if isinstance(e, BaseException)]
     return None
 
 

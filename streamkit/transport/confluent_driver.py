@@ -27,7 +27,7 @@ from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
-from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_log, oauth_token_fault
+from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_logger, oauth_token_fault
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
@@ -122,7 +122,7 @@ class ConfluentConsumer(Consumer):
     def __init__(self, settings: Settings, group_id: str | None, *,
                  protocol: GroupProtocol = GroupProtocol.EAGER, **overrides: Any) -> None:
         conf = confluent_common(settings)
-        conf["logger"] = librdkafka_log  # through Python logging: -l governs it, rate limited
+        conf["logger"] = librdkafka_logger  # through Python logging: -l governs it, rate limited
         conf.update(
             {
                 "group.id": group_id or f"streamkit-manual-{uuid.uuid4().hex[:8]}",
@@ -430,7 +430,7 @@ class ConfluentConsumer(Consumer):
 class ConfluentAdmin(Admin):
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._conf = {**confluent_common(settings), "logger": librdkafka_log}
+        self._conf = {**confluent_common(settings), "logger": librdkafka_logger}
         self._client: AdminClient | None = None
 
     async def start(self) -> None:

@@ -15,7 +15,7 @@ from ..errors import GroupFenced, ProducerFenced, TransactionAborted
 from ..settings import Settings, reveal_config
 from .base import TP, Producer, retry_while_unreachable
 from .pending import DeliveryFailed, PendingDeliveries, delivery_failed
-from .auth_errors import librdkafka_log
+from .auth_errors import LIBRDKAFKA_FAILURES, librdkafka_logger
 from .security import compression, confluent_common
 
 log = logging.getLogger("streamkit.confluent")
@@ -26,7 +26,7 @@ FLUSH_STEP = 5.0  # seconds per blocking flush call (a cancelled flush frees its
 class ConfluentProducer(Producer):
     def __init__(self, settings: Settings, **overrides: Any) -> None:
         conf = confluent_common(settings)
-        conf["logger"] = librdkafka_log  # through Python logging: -l governs it, rate limited
+        conf["logger"] = librdkafka_logger  # through Python logging: -l governs it, rate limited
         conf.update(
             {
                 "acks": settings.acks,
@@ -137,6 +137,8 @@ class ConfluentProducer(Producer):
                 break
             except BufferError:  # local queue full: let the poller drain deliveries
                 await asyncio.sleep(0.005)
+            except KafkaException as exc:
+                raise self._explained(exc) from exc
         if fut is not None:
             self._pending.add(fut, topic)
         return fut
@@ -154,7 +156,23 @@ class ConfluentProducer(Producer):
                                     on_delivery=self._untracked_delivery)
         except BufferError:  # local queue full: the caller takes the waiting path
             return False
+        except KafkaException as exc:
+            raise self._explained(exc) from exc
         return True
+
+    def _explained(self, exc: KafkaException) -> BaseException:
+        """librdkafka answers every produce after a failed transaction only "Erroneous state";
+        the cause (a partition it could not add: no Write ACL on the topic) is in its log
+        (ADDPARTS, TXNERR lines): name it, so the worker can say what to fix."""
+        err = exc.args[0] if exc.args else None
+        if not isinstance(err, KafkaError) or err.code() != KafkaError._STATE or "transactional.id" not in self._conf:
+            return exc
+        self.client.poll(0)  # serve the log queue here: the poller thread may not have read the line yet
+        lines = [line for line in reversed(LIBRDKAFKA_FAILURES) if " to transaction" in line]
+        cause = next((line for line in lines if 'add partition "' in line), lines[0] if lines else None)
+        if cause is None:
+            return exc
+        return TransactionAborted(f"{err.str()}; the transaction had failed: {cause}")
 
     def _untracked_delivery(self, err: Any, _msg: Any) -> None:
         """Delivery report of an untracked send: only failures are kept, for the next flush.

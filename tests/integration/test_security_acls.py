@@ -57,10 +57,9 @@ def apply(lines: list[str]) -> None:
 def refused_line(env: dict[str, str]) -> str:
     out = streamkit(env, "worker", "-A", "tests.apps.acl_app:app", "-l", "critical", timeout=60)
     assert out.returncode == 2, out.stderr[-3000:]
-    lines = out.stderr.splitlines()  # librdkafka reports a fatal transaction error itself, at CRITICAL (TXNERR, FATAL)
-    assert lines and lines[-1].startswith("streamkit: ") and len(lines) <= 3, out.stderr[-3000:]
-    assert len([line for line in lines if line.startswith("streamkit: ")]) == 1, out.stderr[-3000:]
-    return lines[-1]
+    lines = out.stderr.splitlines()  # librdkafka's CRITICAL TXNERR/FATAL lines are logged at ERROR: not shown
+    assert len(lines) == 1 and lines[0].startswith("streamkit: "), out.stderr[-3000:]
+    return lines[0]
 
 
 def printed_acls(kafka: SecuredKafka, env: dict[str, str], tmp_path: Path) -> list[str]:
@@ -118,11 +117,6 @@ def test_the_printed_acls_are_exactly_enough(secured_kafka, driver, tmp_path):
 
 
 def test_a_write_acl_missing_on_a_sink_stops_the_worker_in_one_line(secured_kafka, driver, tmp_path):
-    pytest.xfail({  # a known gap (issue 20): the worker rolls back and retries without end; drop this once fixed
-        "aiokafka": "the refused AddPartitionsToTxn leaves TopicAuthorizationFailedError on aiokafka's transaction "
-                    "waiter (never retrieved); sends then fail 'Can't send messages while not in transaction'",
-        "confluent": "librdkafka answers the sends after the refused produce with 'Local: Erroneous state'",
-    }[driver])
     prefix = f"acw{uuid.uuid4().hex[:6]}-"
     env = alice_env(secured_kafka, driver, prefix, tmp_path)
     sink = f"{prefix}large-orders"

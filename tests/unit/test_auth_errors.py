@@ -112,3 +112,46 @@ def test_librdkafka_lines_differing_only_in_numbers_are_rate_limited():
     passed = [limiter.filter(logging.LogRecord("streamkit.librdkafka", logging.INFO, "", 0, line, None, None))
               for line in lines]
     assert passed == [True, False, False]
+
+
+def test_librdkafka_critical_lines_are_logged_at_error(caplog):
+    """streamkit names a fatal client error itself in one line: librdkafka's CRITICAL TXNERR and
+    FATAL lines would repeat it even at ``-l critical``."""
+    import logging
+
+    from streamkit.transport.auth_errors import librdkafka_logger
+
+    with caplog.at_level(logging.DEBUG, logger="streamkit.librdkafka"):
+        librdkafka_logger.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#producer-1", "Fatal error: boom")
+        librdkafka_logger.log(logging.WARNING, "%s [%s] %s", "FAIL", "rdkafka#producer-1", "connect failed")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.ERROR, "FATAL [rdkafka#producer-1] Fatal error: boom"),
+        (logging.WARNING, "FAIL [rdkafka#producer-1] connect failed")]
+
+
+def test_a_missing_write_acl_is_found_inside_a_rolled_back_checkpoint():
+    """The checkpoint's error carries the refusal only inside its failed deliveries (aiokafka) or
+    in librdkafka's ADDPARTS line (confluent): both name the topic."""
+    from aiokafka.errors import TopicAuthorizationFailedError
+
+    from streamkit.errors import TransactionAborted
+    from streamkit.settings import Settings
+    from streamkit.transport.auth_errors import refusal_in
+    from streamkit.transport.pending import delivery_failed
+
+    settings = Settings(sasl_username="alice")
+    failed = delivery_failed([TopicAuthorizationFailedError({"big-orders"})], ["big-orders"])
+    try:
+        try:
+            raise failed
+        except Exception as exc:
+            raise TransactionAborted("1 transaction(s) rolled back") from exc
+    except TransactionAborted as rolled_back:
+        assert "big-orders" in refusal_in(rolled_back, settings)
+    librdkafka = TransactionAborted('Unable to produce message: Local: Erroneous state; the transaction had failed: '
+                                    'ADDPARTS [rdkafka#producer-2] [thrd:main]: TxnCoordinator/1: Failed to add '
+                                    'partition "big-orders" [1] to transaction: Broker: Topic authorization failed')
+    assert refusal_in(librdkafka, settings) == (
+        "the broker refused User:alice access to topic 'big-orders' (no ACL allows it): grant the ACLs "
+        "`streamkit acls -A <module:app>` prints")
+    assert refusal_in(TransactionAborted("Can't send messages while not in transaction"), settings) is None
