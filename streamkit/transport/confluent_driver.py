@@ -27,10 +27,12 @@ from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
-from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, librdkafka_logger, oauth_token_fault
+from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, explain, librdkafka_logger, oauth_token_fault
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
+METADATA_WAIT = 4.0  # seconds an admin's metadata call waits (its callers retry)
+METADATA_SLICE = 0.25  # ... in slices, reading librdkafka's log for an unhealable failure between them
 log = logging.getLogger("streamkit.confluent")
 _REFUSED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)  # missing ACLs
 log.addFilter(RateLimitFilter())  # per-fetch client errors during an outage: one line per 30 s
@@ -447,6 +449,19 @@ class ConfluentAdmin(Admin):
     async def stop(self) -> None:
         self._client = None
 
+    def _metadata(self, client: AdminClient, wait: float) -> Any:
+        """``list_topics`` in short slices: a failure no retry heals (bad credentials, an untrusted
+        certificate) is in librdkafka's log within milliseconds; waiting out the whole ``wait``
+        before reading it made every misconfiguration take seconds to report."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return client.list_topics(timeout=min(METADATA_SLICE, max(0.05, deadline - time.monotonic())))
+            except KafkaException:
+                client.poll(0)  # serves the log queue: the failure lines reach librdkafka_log
+                if time.monotonic() >= deadline or any(explain(line, self._settings) for line in LIBRDKAFKA_FAILURES):
+                    raise
+
     async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
         assert self._client is not None
         if not specs:
@@ -464,7 +479,7 @@ class ConfluentAdmin(Admin):
         assert self._client is not None
         client = self._client
         loop = asyncio.get_running_loop()
-        meta = await loop.run_in_executor(None, lambda: client.list_topics(timeout=4))  # callers retry
+        meta = await loop.run_in_executor(None, lambda: self._metadata(client, METADATA_WAIT))  # callers retry
         out = {}
         for name, topic in meta.topics.items():
             if topic.error is not None or (names and name not in names) or not topic.partitions:
