@@ -394,6 +394,9 @@ class Settings:
             raise ConfigurationError("web_ssl_keyfile is set without web_ssl_certfile: set both to serve HTTPS")
         if self.ssl_cafile and self.ssl_capath:
             raise ConfigurationError("set ssl_cafile or ssl_capath, not both: librdkafka takes one CA location")
+        if self.table_cache_max_keys < 1:
+            raise ConfigurationError(f"table_cache_max_keys={self.table_cache_max_keys}: must be at least 1 "
+                                     "(the keys written between checkpoints)")
         if self.web_max_request_size < 1:
             raise ConfigurationError(f"web_max_request_size={self.web_max_request_size}: must be at least 1 byte")
         if self.sasl_mechanism and self.sasl_mechanism not in SASL_MECHANISMS:

@@ -48,3 +48,8 @@ async def test_rocksdb_stores_share_one_bounded_cache(tmp_path):
 def test_rocksdb_options_refused_at_app_creation(options, message):
     with pytest.raises(ConfigurationError, match=message):
         sk.App(new_name(), broker="memory://x", driver="memory", rocksdb_options=options)
+
+
+def test_a_write_cache_ceiling_below_one_key_is_refused():
+    with pytest.raises(ConfigurationError, match="table_cache_max_keys=0: must be at least 1"):
+        sk.App(new_name(), broker="memory://x", driver="memory", table_cache_max_keys=0)
