@@ -254,14 +254,16 @@ def scenario_main(args: argparse.Namespace) -> None:
 # -- parent: topics, data, orchestration, report -------------------------------------------------
 
 
-def fill_input(broker: str, topic: str, n: int, keys: int = 1000) -> float:
-    """``n`` records over ``keys`` users (``user-<i % keys>``, also the record key)."""
+def fill_input(broker: str, topic: str, n: int, keys: int = 1000, per_second: int = 1000) -> float:
+    """``n`` records over ``keys`` users (``user-<i % keys>``, also the record key), ``per_second``
+    of event time each second from now (Kafka 4 refuses timestamps over an hour ahead:
+    ``log.message.timestamp.after.max.ms``)."""
     import orjson
 
-    now = time.time()  # event time: 1,000 records per second from now (the record timestamps too)
+    now = time.time()  # event time from now (the record timestamps too)
     records = ((f"user-{i % keys}".encode(),
-                orjson.dumps({"id": i, "user": f"user-{i % keys}", "amount": 12.5, "ts": now + i / 1000.0,
-                              "note": "benchmark-record"}), int((now + i / 1000.0) * 1000)) for i in range(n))
+                orjson.dumps({"id": i, "user": f"user-{i % keys}", "amount": 12.5, "ts": now + i / per_second,
+                              "note": "benchmark-record"}), int((now + i / per_second) * 1000)) for i in range(n))
     return produce_all(broker, topic, records, "input records", **{
         "linger.ms": 20, "batch.num.messages": 10000, "queue.buffering.max.messages": 500000})
 

@@ -214,6 +214,16 @@ def skip_unsupported(args: argparse.Namespace, scenarios: list[str]) -> dict[str
     return skipped
 
 
+def run_extra(name: str, measure: Any) -> dict[str, Any]:
+    """One extra scenario; a failure is reported and recorded, not the end of the run (whose
+    measurements so far would be lost with it)."""
+    try:
+        return measure()
+    except Exception as exc:
+        print(f"  {name}: FAILED {exc!r}"[:2000], flush=True)
+        return {"error": repr(exc)[:2000], "ok_runs": 0}
+
+
 def select_scenarios(args: argparse.Namespace) -> list[str]:
     """Every scenario in run order (the peers' unless ``--no-peers``), or the ``--scenarios``
     subset; the recovery ones only with ``--recovery-keys`` > 0."""
@@ -291,13 +301,14 @@ def main(argv: list[str]) -> int:
                           f"{join_runs.describe(result)}", flush=True)
         summary = {s: summarize(r) for s, r in runs.items()}
         for driver in ("confluent", "aiokafka"):
-            if f"latency-{driver}" in extras_wanted:
-                extras[f"latency-{driver}"] = run_latency(args, driver, (summary.get(f"streamkit-{driver}") or {}).get("median_rps"))
-            if f"scale-out-{driver}" in extras_wanted:
-                extras[f"scale-out-{driver}"] = run_scale_out(args, driver, input_topic)
-            if f"state-size-{driver}" in extras_wanted:
-                extras[f"state-size-{driver}"] = run_state_size(
-                    args, driver, run_id, summary.get(f"streamkit-{driver}-stateful") or {}, created)
+            stateless = (summary.get(f"streamkit-{driver}") or {}).get("median_rps")
+            stateful = summary.get(f"streamkit-{driver}-stateful") or {}
+            for name, measure in ((f"latency-{driver}", lambda: run_latency(args, driver, stateless)),
+                                  (f"scale-out-{driver}", lambda: run_scale_out(args, driver, input_topic)),
+                                  (f"state-size-{driver}", lambda: run_state_size(args, driver, run_id, stateful,
+                                                                                  created))):
+                if name in extras_wanted:
+                    extras[name] = run_extra(name, measure)
     finally:
         delete_topics(args.admin, created)
     if "recovery" in extras_wanted:

@@ -25,7 +25,8 @@ def prepare_input(args: argparse.Namespace, run_id: str, created: list[str]) -> 
         topic = args.state_input = f"bench-keys-{run_id}"
         create_topic(args.admin, topic, PARTITIONS, {"retention.ms": "604800000", "retention.bytes": "-1"})
         created.append(topic)
-        fill_s = fill_input(args.broker, topic, args.state_keys, keys=args.state_keys)
+        fill_s = fill_input(args.broker, topic, args.state_keys, keys=args.state_keys,
+                            per_second=max(1000, args.state_keys // 1800))  # event time within 30 minutes
         print(f"state size: filled {topic} with {args.state_keys:,} records of distinct keys in {fill_s:.1f}s",
               flush=True)
     return topic
