@@ -61,7 +61,8 @@ class Replies:
         try:
             headers = [(HEADER_REPLY_TO, self.app.reply_topic.name.encode()), (HEADER_CORRELATION, correlation)]
             await topic.send(key=key, value=value, headers=headers)
-            raw = await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):  # wait_for may swallow a cancellation (3.11)
+                raw = await fut
         finally:
             self._pending.pop(correlation, None)
         decoded = orjson.loads(raw) if raw is not None else None

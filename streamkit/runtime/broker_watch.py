@@ -78,7 +78,8 @@ class BrokerWatch:
             if self.down_since is None and time.monotonic() - self._last_activity < self.interval:
                 continue  # records are flowing
             try:
-                await asyncio.wait_for(self.consumer.check_connection(self.timeout), self.timeout + 1)
+                async with asyncio.timeout(self.timeout + 1):  # wait_for may swallow a cancellation (3.11)
+                    await self.consumer.check_connection(self.timeout)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

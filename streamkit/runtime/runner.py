@@ -43,7 +43,8 @@ async def serve(app: Any) -> int:
     if stop.is_set():
         log.info("signal received: finishing in-flight records, committing, stopping")
     try:
-        await asyncio.wait_for(app.stop(), app.conf.stop_timeout + 10)
+        async with asyncio.timeout(app.conf.stop_timeout + 10):  # wait_for may swallow a cancellation (3.11)
+            await app.stop()
     except asyncio.TimeoutError:
         print("streamkit: graceful stop timed out; exiting", file=sys.stderr)
         return 1

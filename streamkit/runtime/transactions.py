@@ -109,7 +109,8 @@ class TransactionalProducer(Producer):
         self.dirty.discard(task)
         if producer is not None:
             try:
-                await asyncio.wait_for(producer.stop(), 5.0)
+                async with asyncio.timeout(5.0):  # wait_for may swallow a cancellation (3.11)
+                    await producer.stop()
             except Exception as exc:  # a producer that cannot flush is being replaced anyway
                 log.info("old transactional producer did not close cleanly: %r", exc)
         await retry_while_unreachable(lambda: self._open_unit(task, self.transactional_id), "init_transactions")

@@ -362,7 +362,8 @@ class Runtime(Service):
         if self.checkpoint is not None:
             try:
                 if self._stopping:  # a broker away must not keep a stopping worker up
-                    await asyncio.wait_for(self._commit(tps), max(timeout, 1.0))
+                    async with asyncio.timeout(max(timeout, 1.0)):  # not wait_for: see _bounded
+                        await self._commit(tps)
                 else:
                     await self._commit(tps)
             except Exception as exc:
@@ -530,9 +531,12 @@ class Runtime(Service):
 
 
 async def _bounded(call: Any, what: str, timeout: float) -> bool:
-    """Await ``call`` for at most ``timeout`` seconds; log (never raise) a failure or timeout."""
+    """Await ``call`` for at most ``timeout`` seconds; log (never raise) a failure or timeout.
+    ``asyncio.timeout``, not ``wait_for``: on Python 3.11 ``wait_for`` can swallow a cancellation
+    that arrives as the call completes (cpython gh-86296), and a stopping worker would go on."""
     try:
-        await asyncio.wait_for(call, max(timeout, 0.5))
+        async with asyncio.timeout(max(timeout, 0.5)):
+            await call
         return True
     except asyncio.TimeoutError:
         log.warning("%s: gave up after %.1fs (is the broker reachable?)", what, timeout)
