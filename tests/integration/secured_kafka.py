@@ -180,3 +180,32 @@ def stop(broker: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             broker.kill()
             broker.wait(10)
+
+
+def send_orders(settings: object, prefix: str) -> None:
+    """20 orders (values 0, 10, ..., 190) into ``tests/apps/acl_app.py``'s input, as ``settings``' user."""
+    from confluent_kafka import Producer
+
+    from streamkit.testing import confluent_conf
+
+    producer = Producer(confluent_conf(settings, partitioner="murmur2_random"))
+    for i in range(20):
+        producer.produce(f"{prefix}orders", key=f"o{i}".encode(), value=str(i * 10).encode())
+    assert producer.flush(30) == 0
+
+
+def orders_pass_through(worker: subprocess.Popen, log_path: Path, settings: object, prefix: str) -> str:
+    """The acl_app worker turns the 20 orders into the 10 large ones (read_committed, as
+    ``settings``' user), then stops cleanly on SIGINT; returns its log."""
+    from streamkit.testing import read_topic
+
+    try:
+        send_orders(settings, prefix)
+        large = read_topic(settings, f"{prefix}large-orders", expect=10, timeout=60, isolation="read_committed")
+        assert sorted(int(m.value()) for m in large) == list(range(100, 200, 10))
+    finally:
+        worker.send_signal(signal.SIGINT)
+        code = worker.wait(60)
+    text = log_path.read_text()
+    assert code == 0, text[-3000:]
+    return text

@@ -10,7 +10,6 @@ The broker is the one tests/integration/secured_kafka.py starts from ``STREAMKIT
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,11 +17,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 import streamkit as sk
-from streamkit.testing import confluent_conf, read_topic
-from tests.integration.secured_kafka import KAFKA_BIN, SKIP_REASON, SecuredKafka
+from tests.integration.secured_kafka import KAFKA_BIN, SKIP_REASON, SecuredKafka, orders_pass_through, send_orders
 
 pytestmark = pytest.mark.skipif(not KAFKA_BIN, reason=SKIP_REASON)
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,12 +77,6 @@ def start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen:
     return worker
 
 
-def send_orders(kafka: SecuredKafka, prefix: str) -> None:
-    producer = Producer(confluent_conf(admin_settings(kafka), partitioner="murmur2_random"))
-    for i in range(20):
-        producer.produce(f"{prefix}orders", key=f"o{i}".encode(), value=str(i * 10).encode())
-    assert producer.flush(30) == 0
-
 
 def test_the_printed_acls_are_exactly_enough(secured_kafka, driver, tmp_path):
     prefix = f"acl{uuid.uuid4().hex[:6]}-"
@@ -103,16 +94,7 @@ def test_the_printed_acls_are_exactly_enough(secured_kafka, driver, tmp_path):
 
     log_path = tmp_path / "worker.log"
     worker = start_worker(env, log_path)
-    try:
-        send_orders(secured_kafka, prefix)
-        large = read_topic(admin_settings(secured_kafka), f"{prefix}large-orders", expect=10, timeout=60,
-                           isolation="read_committed")
-        assert sorted(int(m.value()) for m in large) == list(range(100, 200, 10))
-    finally:
-        worker.send_signal(signal.SIGINT)
-        code = worker.wait(60)
-    text = log_path.read_text()
-    assert code == 0, text[-3000:]
+    text = orders_pass_through(worker, log_path, admin_settings(secured_kafka), prefix)
     assert not [line for line in text.splitlines() if "uthorization" in line], text[-3000:]
 
 
@@ -127,7 +109,7 @@ def test_a_write_acl_missing_on_a_sink_stops_the_worker_in_one_line(secured_kafk
     log_path = tmp_path / "worker.log"
     worker = start_worker(env, log_path)  # every ACL at start is there: Describe and Create on the sink too
     try:
-        send_orders(secured_kafka, prefix)
+        send_orders(admin_settings(secured_kafka), prefix)
         code = worker.wait(60)
     except subprocess.TimeoutExpired:
         code = None  # still running a minute later
