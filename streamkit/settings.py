@@ -471,14 +471,18 @@ class Settings:
                                                                       for name in sorted(unknown)))
         broker = values.get("broker", "")
         broker = ",".join(broker) if isinstance(broker, (list, tuple)) else broker
-        if ("driver" not in values and "STREAMKIT_DRIVER" not in environ
-                and broker.strip().lower().startswith("confluent://")):
-            values["driver"] = "confluent"  # Faust: the URL scheme picks the transport
+        if "driver" not in values and "STREAMKIT_DRIVER" not in environ and driver_of_url(broker):
+            values["driver"] = driver_of_url(broker)
         for f in dataclasses.fields(cls):
             raw = environ.get(f"STREAMKIT_{f.name.upper()}")
             if raw is not None:
                 values[f.name] = _parse(f.name, hints[f.name], raw)
         return cls(**values)
+
+
+def driver_of_url(broker: str) -> str | None:
+    """The driver a broker URL's scheme names, as Faust's transport (``confluent://``), or None."""
+    return "confluent" if broker.strip().lower().startswith("confluent://") else None
 
 
 # Native consumer settings the rebalancing choice owns (both drivers' spellings).

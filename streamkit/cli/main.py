@@ -208,7 +208,7 @@ def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) 
     app's settings (``-A``) or the ``STREAMKIT_*`` ones, with ``--broker``/``--driver`` over either."""
     import dataclasses
 
-    from ..settings import Settings
+    from ..settings import Settings, driver_of_url
     from ..transport import create_driver
 
     values: dict[str, Any] = {}
@@ -216,8 +216,8 @@ def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) 
         values["broker"] = broker
     if driver:
         values["driver"] = driver
-    elif broker and broker.strip().lower().startswith("confluent://"):
-        values["driver"] = "confluent"  # Faust: the URL scheme picks the transport
+    elif broker and driver_of_url(broker):
+        values["driver"] = driver_of_url(broker)
     try:
         if app_spec:
             app = load_app(app_spec)

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import BrokerUnavailable, ConfigurationError
-from ..transport.auth_errors import refused_access
+from ..transport.auth_errors import refusal_in
 from .diagnostics import install_dump_signal
 
 log = logging.getLogger("streamkit.worker")
@@ -30,7 +30,7 @@ async def serve(app: Any) -> int:
         print(f"streamkit: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a client refused at start for want of an ACL (init_transactions, ...)
-        refused = refused_access(f"{type(exc).__name__} {exc}", app.conf, group=app.id)
+        refused = refusal_in(exc, app.conf, group=app.id)
         if refused is None:
             raise
         print(f"streamkit: {refused}", file=sys.stderr)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from mode import Service
 
 from ..errors import ConfigurationError, StoreWriteFailed, WorkerStopped
-from ..transport.auth_errors import refusal_in, refused_access
+from ..transport.auth_errors import refusal_in
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning
 from ..transport.base import is_retriable
@@ -408,7 +408,7 @@ class Runtime(Service):
             except WorkerStopped:  # the ``stop`` error policy already asked the worker to halt
                 return
             except Exception as exc:
-                refused = refused_access(f"{type(exc).__name__} {exc}", conf, group=self.app.id)
+                refused = refusal_in(exc, conf, group=self.app.id)
                 if refused is not None:  # a missing ACL: no retry grants it
                     await self.fail(ConfigurationError(refused))
                     return
