@@ -223,8 +223,20 @@ class Runtime(Service):
 
     def _subscribe(self) -> None:
         assert self.consumer is not None
-        topics = self.router.topics() + [self.app.leader_topic.name]
-        self.consumer.subscribe(topics, self._on_assigned, self._on_revoked)
+        self.consumer.subscribe(self._group_topics(), self._on_assigned, self._on_revoked)
+
+    def _group_topics(self) -> list[str]:
+        """The group's topics: the agents' sources, or the leader topic for an app without any.
+
+        The leader is the owner of the group's first partition (see ``_owns_leadership``), not of
+        a partition of its own: a balancing assignor (cooperative-sticky, KIP-848's uniform) counts
+        every partition alike, so an extra leader partition left two workers with 1 and 3 of four
+        input partitions."""
+        return self.router.topics() or [self.app.leader_topic.name]
+
+    def _owns_leadership(self) -> bool:
+        """Exactly one member of the group owns partition 0 of its first topic (by name)."""
+        return TP(self._group_topics()[0], 0) in self.assigned
 
     # -- rebalance ------------------------------------------------------------------------------
 
@@ -236,7 +248,7 @@ class Runtime(Service):
             self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
         if self.checkpoint is not None:
             self.checkpoint.assigned(tps)
-        self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
+        self.is_leader = self._owns_leadership()
         log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
         fencing = self.txns is not None and self.txns.per_partition and bool(tps)
@@ -280,7 +292,7 @@ class Runtime(Service):
         if self.txns is not None and self.txns.per_partition:
             kept = {self.txns.task_of(tp) for tp in self.assigned}
             await self.txns.close_units({self.txns.task_of(tp) for tp in tps} - kept)
-        self.is_leader = TP(self.app.leader_topic.name, 0) in self.assigned
+        self.is_leader = self._owns_leadership()
         if self.tables is not None and not self._stopping:
             await self.tables.rebalanced(self.assigned)
 

@@ -9,6 +9,7 @@ import pytest
 
 import streamkit as faust
 from streamkit.testing import wait_for
+from streamkit.transport import TP
 
 
 def make_app(name, tmp_path):
@@ -222,3 +223,27 @@ def test_fausts_table_options_are_refused_with_the_way(tmp_path):
             app.Table(f"t-{option}", **{option: value})
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         app.GlobalTable("g", colour="red")
+
+
+async def test_one_worker_of_a_group_leads_and_the_leader_takes_no_partition_of_its_own(tmp_path):
+    """Faust's leader election: exactly one worker of the group is the leader; a leader topic
+    partition counted next to the inputs let balancing assignors split 4 inputs 1 and 3."""
+    name = f"lead-{uuid.uuid4().hex[:6]}"
+    apps = [faust.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                      data_dir=str(tmp_path / tag)) for tag in "ab"]
+    for app in apps:
+        words = app.topic("words", partitions=4)
+
+        @app.agent(words)
+        async def count(stream):
+            async for _ in stream:
+                pass
+
+    async with apps[0].running(), apps[1].running():
+        await wait_for(lambda: all(len(a.runtime.assigned) == 2 for a in apps), 10, message="2 partitions each")
+        assert all(tp.topic == "words" for a in apps for tp in a.runtime.assigned)
+        assert [bool(a.is_leader) for a in apps].count(True) == 1
+    alone = make_app(f"timers-only-{uuid.uuid4().hex[:6]}", tmp_path / "c")  # no agent: the leader topic
+    async with alone.running():
+        await wait_for(lambda: bool(alone.is_leader), 10, message="the only worker leads")
+        assert alone.runtime.assigned == {TP(alone.leader_topic.name, 0)}
