@@ -10,18 +10,35 @@ first 3 seconds (a quarter of a shorter run) are left out. The generator starts 
 partitions. Reports p50/p90/p99/p99.9/max in milliseconds the rate actually achieved, and the CPU cores worker, generator
 and reader used together (of the machine's; the broker's come on top).
 `python -m benchmarks run` runs it at half the stateless throughput it measured.
+
+Where the time goes: both topics are created with ``message.timestamp.type=LogAppendTime``, so
+every record carries the broker's clock at the append; the worker notes when its agent takes
+each record (its input append time and the wall clock, written to a file at exit), and the
+reader notes the output's append time. Per record that splits the latency into five stages:
+``produce`` (generator's produce → input append: its linger and request), ``to_fetch`` (input
+append → the fetched batch reaches the router: fetch wait and fetch), ``queue_to_agent`` (→ the
+agent takes it: decode, the inbox, the records ahead of it), ``agent_to_append`` (the agent,
+encode, the worker's producer linger and request → output append) and ``to_reader`` (output
+append → the reader's receipt). The router's hand-over is timed by wrapping it in this worker
+process (one clock read per batch), not by the runtime. Each stage's p50/p99, and its mean share among the records at
+or above the total's p99 (what the tail is made of). Millisecond broker clocks: ±1 ms per stage.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
+import gc
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+from array import array
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,14 +58,69 @@ def percentile(sorted_values: list[float], q: float) -> float:
 async def worker_main(args: argparse.Namespace) -> None:
     from pipeline import build_app
 
+    import orjson
+    import streamkit as sk
+
+    # Columns of numbers, not tuples: hundreds of thousands of tuples would make the worker's
+    # full garbage collections longer, the very pauses this measures.
+    ids, appended, took, partitions, offsets = (array("q"), array("q"), array("d"), array("q"), array("q"))
+    fetched_partitions, fetched_lasts, fetched_at = array("q"), array("q"), array("d")
+    now = time.time
+
+    def on_record(order: Any) -> None:
+        event = sk.current_event()
+        ids.append(order.id)
+        appended.append(event.timestamp)
+        took.append(now())
+        partitions.append(event.partition)
+        offsets.append(event.offset)
+
     app, _ = build_app(group=args.group, broker=args.broker, driver=args.driver, input_topic=args.input,
-                       output_topic=args.output)
+                       output_topic=args.output, on_record=on_record)
+    pauses = array("d")  # the worker's full (generation 2) garbage collections, seconds each
+    lags = array("d")  # how late the event loop woke a 5 ms sleep, seconds, whenever over 5 ms
+    started_gc: list[float] = []
+
+    def timed_gc(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] < 2:
+            return
+        if phase == "start":
+            started_gc[:] = [time.perf_counter()]
+        elif started_gc:
+            pauses.append(time.perf_counter() - started_gc[0])
+
+    async def watch_loop() -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            late = time.perf_counter() - before - 0.005
+            if late > 0.005:
+                lags.append(late)
+
+    gc.callbacks.append(timed_gc)
     async with app.running():
+        watcher = asyncio.create_task(watch_loop())
+        deliver = app.runtime.router.deliver  # instrumented here, not in the runtime: a wall clock per batch
+
+        async def noted(tp: Any, messages: Any) -> None:
+            if messages and tp.topic == args.input:
+                fetched_partitions.append(tp.partition)
+                fetched_lasts.append(messages[-1].offset)
+                fetched_at.append(now())
+            await deliver(tp, messages)
+
+        app.runtime.router.deliver = noted
         while {tp for tp in app.runtime.assigned if tp.topic == args.input} != {
                 (args.input, p) for p in range(PARTITIONS)}:
             await asyncio.sleep(0.05)
         print("READY", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes it
+        watcher.cancel()
+    if args.stages_file:
+        Path(args.stages_file).write_bytes(orjson.dumps({
+            "taken": list(zip(ids, appended, took, partitions, offsets)),
+            "fetched": list(zip(fetched_partitions, fetched_lasts, fetched_at)),
+            "gc_pauses": list(pauses), "loop_lags": list(lags)}))
 
 
 # -- the generator process -------------------------------------------------------------------------
@@ -84,17 +156,20 @@ def generator_main(args: argparse.Namespace) -> None:
 # -- the measuring parent --------------------------------------------------------------------------
 
 
-def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], until: float) -> list[tuple[float, float]]:
-    """(produced-at, latency seconds) of every output record, read as soon as it is there, until
-    ``expected()`` (None while the generator still runs) records have come or ``until``."""
+def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], until: float
+                   ) -> list[tuple[float, float, int, int]]:
+    """(produced-at, latency seconds, id, output append ms) of every output record, read as soon
+    as it is there, until ``expected()`` (None while the generator still runs) records have come
+    or ``until``."""
     import orjson
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": broker, "group.id": f"latency-{uuid.uuid4().hex[:8]}",
                          "fetch.wait.max.ms": 5, "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])  # no group join
-    out: list[tuple[float, float]] = []
+    out: list[tuple[float, float, int, int]] = []
     loads = orjson.loads
+    gc.disable()  # the reader makes no cycles; full collections over a growing list would be its pauses
     try:
         while time.time() < until:
             goal = expected()
@@ -107,9 +182,11 @@ def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], 
             received = time.time()
             for m in batch:
                 if m.error() is None:
-                    ts = loads(m.value())["ts"]
-                    out.append((ts, received - ts))
+                    value = loads(m.value())
+                    ts = value["ts"]
+                    out.append((ts, received - ts, value["id"], m.timestamp()[1]))
     finally:
+        gc.enable()
         consumer.close()
     return out
 
@@ -131,13 +208,14 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
     tag = uuid.uuid4().hex[:8]
     input_topic, output_topic, group = f"lat-in-{tag}", f"lat-out-{tag}", f"lat-{tag}"
     admin = admin_client(broker)
-    for topic in (input_topic, output_topic):
-        create_topic(admin, topic, PARTITIONS)
+    for topic in (input_topic, output_topic):  # the broker's clock on every record: the stages
+        create_topic(admin, topic, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
+    stages_file = Path(tempfile.mkdtemp(prefix="latency-")) / "taken.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     base = [sys.executable, str(Path(__file__).resolve()), "--broker", broker, "--input", input_topic]
     worker = subprocess.Popen(base + ["--role", "worker", "--driver", driver, "--output", output_topic,
-                                      "--group", group], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      "--group", group, "--stages-file", str(stages_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = worker.stdout.readline() if worker.stdout else ""  # READY once it owns every input partition
@@ -167,15 +245,78 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
         except subprocess.TimeoutExpired:
             worker.kill()
         delete_topics(admin, [input_topic, output_topic, f"{group}-dlq", f"{group}-__leader", f"{group}-replies"])
-    start = min(ts for ts, _ in latencies) + min(warmup, seconds / 4) if latencies else 0.0
-    kept = sorted(lat * 1000 for ts, lat in latencies if ts >= start)
+    start = min(row[0] for row in latencies) + min(warmup, seconds / 4) if latencies else 0.0
+    measured = [row for row in latencies if row[0] >= start]
+    kept = sorted(row[1] * 1000 for row in measured)
     if not kept:
         return {"error": "no output records", "sent": sent[0], "received": len(latencies)}
     return {"driver": driver, "rate": rate, "seconds": seconds, "sent": sent[0], "received": len(latencies),
             "measured": len(kept), "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),
             "p99_ms": percentile(kept, 0.99), "p999_ms": percentile(kept, 0.999), "max_ms": kept[-1],
             "complete": len(latencies) >= sent[0],
-            "harness_cpu_cores": cores}
+            "harness_cpu_cores": cores, "stages": stages(measured, stages_file)}
+
+
+STAGES = ("produce", "to_fetch", "queue_to_agent", "agent_to_append", "to_reader")
+
+
+def stages(measured: list[tuple[float, float, int, int]], taken_file: Path) -> dict[str, Any]:
+    """Each record's latency split at the input append, the agent's take and the output append
+    (module docstring): per stage p50/p99 in ms, and its mean among the records at or above the
+    total's p99."""
+    import orjson
+
+    try:
+        noted = orjson.loads(taken_file.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        return {"error": f"the worker's take times are missing: {exc}"}
+    finally:
+        shutil.rmtree(taken_file.parent, ignore_errors=True)
+    taken = {row[0]: row[1:] for row in noted["taken"]}
+    fetches: dict[int, tuple[list[int], list[float]]] = {}  # partition -> (last offsets, times), in order
+    for partition, last, at in noted["fetched"]:
+        offsets, times = fetches.setdefault(partition, ([], []))
+        offsets.append(last)
+        times.append(at)
+    rows = []
+    for ts, latency, record_id, out_append_ms in measured:
+        if record_id not in taken:
+            continue
+        in_append_ms, took, partition, offset = taken[record_id]
+        offsets, times = fetches.get(partition, ([], []))
+        i = bisect.bisect_left(offsets, offset)  # the first batch whose last offset reaches it
+        if i == len(offsets):
+            continue
+        received, in_append, out_append = ts + latency, in_append_ms / 1000, out_append_ms / 1000
+        rows.append((latency * 1000, (in_append - ts) * 1000, (times[i] - in_append) * 1000,
+                     (took - times[i]) * 1000, (out_append - took) * 1000, (received - out_append) * 1000))
+    if not rows:
+        return {"error": "no output record matched a take time"}
+    pauses, lags = sorted(noted["gc_pauses"]), sorted(noted["loop_lags"])
+    out: dict[str, Any] = {"records": len(rows), "worker_full_gcs": len(pauses),
+                           "worker_full_gc_max_ms": pauses[-1] * 1000 if pauses else 0.0,
+                           "worker_loop_lags_over_5ms": len(lags),
+                           "worker_loop_lag_max_ms": lags[-1] * 1000 if lags else 0.0}
+    for i, name in enumerate(STAGES, start=1):
+        values = sorted(row[i] for row in rows)
+        out[f"{name}_p50_ms"] = percentile(values, 0.50)
+        out[f"{name}_p99_ms"] = percentile(values, 0.99)
+    threshold = percentile(sorted(row[0] for row in rows), 0.99)
+    tail = [row for row in rows if row[0] >= threshold]
+    for i, name in enumerate(STAGES, start=1):
+        out[f"tail_{name}_mean_ms"] = sum(row[i] for row in tail) / len(tail)
+    return out
+
+
+def describe_stages(found: dict[str, Any]) -> str:
+    """One line: each stage's p50/p99 and its mean in the tail."""
+    if "error" in found:
+        return f"stages: {found['error']}"
+    return "stages p50/p99 (tail mean) ms: " + ", ".join(
+        f"{name} {found[f'{name}_p50_ms']:.1f}/{found[f'{name}_p99_ms']:.1f} ({found[f'tail_{name}_mean_ms']:.1f})"
+        for name in STAGES) + (f"; worker: {found['worker_full_gcs']} full GCs (max {found['worker_full_gc_max_ms']:.1f} ms), "
+                               f"{found['worker_loop_lags_over_5ms']} event-loop stalls over 5 ms (max "
+                               f"{found['worker_loop_lag_max_ms']:.1f} ms)")
 
 
 def main() -> None:
@@ -188,6 +329,7 @@ def main() -> None:
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--stages-file", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "worker":
         asyncio.run(worker_main(args))

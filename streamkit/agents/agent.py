@@ -113,9 +113,12 @@ class Agent:
             if body is not None:
                 await body(stream)
             elif self.is_generator:
-                emit, now_processing = self._emit, _current_event.get
+                emit, emit_now, now_processing = self._emit, self._emit_now, _current_event.get
                 async for output in self.fun(stream):  # the event may come from a through() stream
-                    await emit(output, now_processing())
+                    event = now_processing()
+                    left = emit_now(output, event)
+                    if left >= 0:
+                        await emit(output, event, left)
             else:
                 await self.fun(stream)
 
@@ -142,10 +145,25 @@ class Agent:
         await supervise(stream, run_once, retries=self.app.conf.agent_retries, give_up=give_up,
                         returned=returned, crashed=crashed, failed=failed)
 
-    async def _emit(self, value: Any, event: Event | None) -> None:
-        """Send an agent's output to its sinks, and to the asker when the input was a request."""
+    def _emit_now(self, value: Any, event: Event | None) -> int:
+        """The synchronous part of ``_emit``: each sink topic whose producer has room, in order.
+        -1 when the output is all sent; else the index of the first sink ``_emit`` must still
+        serve (``len(self.sinks)``: only a reply is left)."""
+        sinks = self.sinks
         key = event.key if event is not None else None
-        for sink in self.sinks:
+        for i, sink in enumerate(sinks):
+            try_send = getattr(sink, "try_send_soon", None)  # a topic; agents and callables: _emit
+            if try_send is None or not try_send(key, value):
+                return i
+        if event is not None and event.message.headers:
+            return len(sinks)
+        return -1
+
+    async def _emit(self, value: Any, event: Event | None, start: int = 0) -> None:
+        """Send an agent's output to its sinks (from the ``start``-th: ``_emit_now`` served the
+        ones before), and to the asker when the input was a request."""
+        key = event.key if event is not None else None
+        for sink in self.sinks[start:] if start else self.sinks:
             topic = sink.topic if isinstance(sink, Agent) else sink
             if hasattr(topic, "try_send_soon"):
                 if not topic.try_send_soon(key, value):  # the synchronous fast path, else wait for room

@@ -155,6 +155,25 @@ class Stream(Chainable, Generic[T]):
     def holds_any(self, tps: set[Any]) -> bool:
         return any(batch.tp in tps for batch, _ in self._held)
 
+    def _next_in_batch(self) -> Event | None:
+        """The next event of the batch in hand when nothing else has a say (no sensor, hold,
+        replay or committing barrier), acking the previous one; None: take ``next_event``.
+        Synchronous, so iterating a batch costs no coroutine per record."""
+        batch = self._batch
+        if batch is None or self._sensed is not None or self._hold or self._replay or batch.revoked:
+            return None
+        idx = self._idx + 1
+        if idx >= len(batch.events):
+            return None
+        barrier = self.subscriber.barrier
+        if barrier is not None and barrier.closed:
+            return None
+        for held_batch, held_idx in self._held:  # inline _release_held: this runs once per record
+            if held_batch.acked <= held_idx:
+                held_batch.acked = held_idx + 1
+        self._held.clear()
+        return self._hand_out(batch, idx)
+
     async def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event; acks the previous one unless holding. None only on ``timeout``."""
         if self._sensed is not None:
@@ -236,22 +255,25 @@ class Stream(Chainable, Generic[T]):
         return Derived(self, iterator)
 
     async def _values(self) -> AsyncIterator[Any]:
+        take = self._next_in_batch
         while True:
-            event = await self.next_event()
+            event = take() or await self.next_event()
             assert event is not None
             yield event.value
 
     async def events(self) -> AsyncIterator[Event]:
         """Events with key, value, headers, topic, partition, offset and timestamp."""
+        take = self._next_in_batch
         while True:
-            event = await self.next_event()
+            event = take() or await self.next_event()
             assert event is not None
             yield event
 
     async def items(self) -> AsyncIterator[tuple[Any, Any]]:
         """``(key, value)`` pairs."""
+        take = self._next_in_batch
         while True:
-            event = await self.next_event()
+            event = take() or await self.next_event()
             assert event is not None
             yield event.key, event.value
 

@@ -47,6 +47,7 @@ class ConfluentProducer(Producer):
         self._reports: list[tuple[asyncio.Future, Any, Any]] = []
         self._reports_lock = threading.Lock()
         self._untracked_errors: list[Any] = []
+        self._on_untracked = self._untracked_delivery  # bound once: not a new method object per record
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -123,7 +124,7 @@ class ConfluentProducer(Producer):
 
             on_delivery: Any = delivered
         else:
-            on_delivery = self._untracked_delivery
+            on_delivery = self._on_untracked
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
@@ -148,12 +149,12 @@ class ConfluentProducer(Producer):
         """The hot path of untracked sends: one librdkafka call, no coroutine."""
         try:
             if headers or timestamp is not None:
-                self.client.produce(topic, value, key, -1 if partition is None else partition,
-                                    on_delivery=self._untracked_delivery, headers=headers or None,
-                                    timestamp=timestamp or 0)
+                self._client.produce(topic, value, key, -1 if partition is None else partition,
+                                     on_delivery=self._on_untracked, headers=headers or None,
+                                     timestamp=timestamp or 0)
             else:
-                self.client.produce(topic, value, key, -1 if partition is None else partition,
-                                    on_delivery=self._untracked_delivery)
+                self._client.produce(topic, value, key, -1 if partition is None else partition,
+                                     on_delivery=self._on_untracked)
         except BufferError:  # local queue full: the caller takes the waiting path
             return False
         except KafkaException as exc:
