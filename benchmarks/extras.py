@@ -30,13 +30,15 @@ def run_latency(args: argparse.Namespace, driver: str, stateless_rps: float | No
         runs.append(result)
         print(f"  latency-{driver} #{rep + 1} at {rate:,} rec/s: "
               + (f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms, "
-                 f"harness {result['harness_cpu_cores']:.2f} cores"
+                 f"harness {result['harness_cpu_cores']:.2f} cores; " + latency.describe_stages(result["stages"])
                  if "error" not in result else f"FAILED {result['error']}"), flush=True)
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return {"rate": rate, "ok_runs": 0, "runs": runs}
+    staged = [r["stages"] for r in ok if "error" not in r["stages"]]
     return {"rate": rate, "ok_runs": len(ok), "runs": runs,
             **{f"median_{q}": statistics.median(r[q] for r in ok) for q in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
+            "median_stages": {q: statistics.median(s[q] for s in staged) for q in staged[0]} if staged else None,
             "all_complete": all(r["complete"] for r in ok)}
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import join_inputs
 import join_runs
+import latency
 from common import admin_client, create_topic, delete_topics, rate_summary, run_peer_process, run_scenario_process
 from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
 from state_size import run_state_size
@@ -149,6 +150,10 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
             out[f"latency {driver} at {lat['rate']:,} rec/s: p99 ms"] = lat["median_p99_ms"]
             out[f"latency {driver} at {lat['rate']:,} rec/s: p99.9 ms"] = lat["median_p999_ms"]
             out[f"latency {driver} at {lat['rate']:,} rec/s: max ms"] = lat["median_max_ms"]
+            for stage in latency.STAGES if lat.get("median_stages") else ():  # where the time goes
+                for what in ("p50", "p99"):
+                    out[f"latency {driver}: {stage} {what} ms"] = lat["median_stages"][f"{stage}_{what}_ms"]
+                out[f"latency {driver}: {stage} mean ms in the p99 tail"] = lat["median_stages"][f"tail_{stage}_mean_ms"]
         scale = extras.get(f"scale-out-{driver}") or {}
         out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
         state = extras.get(f"state-size-{driver}") or {}
