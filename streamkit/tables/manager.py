@@ -376,8 +376,12 @@ class TableManager:
                 await producer.send(topic, MARK_KEY, OPENING_MARK, partition=number, headers=MARK_HEADERS, track=False)
             fut = None
             final = len(batch) - 1 if mark is None else -1
+            try_send = producer.try_send  # untracked, without a coroutine while the client has room
             for i, (key, value) in enumerate(batch.items()):  # only the last offset is needed
-                fut = await producer.send(topic, key, value, partition=number, track=i == final)
+                if i == final:
+                    fut = await producer.send(topic, key, value, partition=number)
+                elif not try_send(topic, key, value, number):
+                    await producer.send(topic, key, value, partition=number, track=False)
             if mark is not None:
                 fut = await producer.send(topic, MARK_KEY, mark, partition=number, headers=MARK_HEADERS)
             last[(table.name, number)] = fut
