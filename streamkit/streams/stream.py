@@ -156,22 +156,24 @@ class Stream(Chainable, Generic[T]):
         return any(batch.tp in tps for batch, _ in self._held)
 
     def _next_in_batch(self) -> Event | None:
-        """The next event of the batch in hand when nothing else has a say (no sensor, hold,
-        replay or committing barrier), acking the previous one; None: take ``next_event``.
-        Synchronous, so iterating a batch costs no coroutine per record."""
+        """The next event of the batch in hand when nothing else has a say (no sensor, replay
+        or committing barrier), acking the previous one unless holding (``take``); None: take
+        ``next_event``. Synchronous, so iterating a batch costs no coroutine per record."""
         batch = self._batch
-        if batch is None or self._sensed is not None or self._hold or self._replay or batch.revoked:
+        if batch is None or self._sensed is not None or self._replay or batch.revoked:
             return None
         idx = self._idx + 1
         if idx >= len(batch.events):
             return None
         barrier = self.subscriber.barrier
-        if barrier is not None and barrier.closed:
-            return None
-        for held_batch, held_idx in self._held:  # inline _release_held: this runs once per record
-            if held_batch.acked <= held_idx:
-                held_batch.acked = held_idx + 1
-        self._held.clear()
+        held = self._held
+        if barrier is not None and barrier.closed and not (self._hold and held):
+            return None  # next_event waits there (a record in hand is finished first)
+        if not self._hold:
+            for held_batch, held_idx in held:  # inline _release_held: this runs once per record
+                if held_batch.acked <= held_idx:
+                    held_batch.acked = held_idx + 1
+            held.clear()
         return self._hand_out(batch, idx)
 
     async def next_event(self, timeout: float | None = None) -> Event | None:
@@ -290,18 +292,21 @@ class Stream(Chainable, Generic[T]):
     async def take_events(self, n: int, within: float) -> AsyncIterator[list[Event]]:
         """``take`` with the events (key, headers, offset...) instead of the values (Faust's)."""
         loop = asyncio.get_running_loop()
+        take = self._next_in_batch
         while True:
             self._hold = True
             self._release_held()
             buffer: list[Event] = []
             deadline = loop.time() + within
             while len(buffer) < n:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                event = await self.next_event(timeout=remaining)
+                event = take()  # the rest of the batch in hand, at once
                 if event is None:
-                    break
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        break
+                    event = await self.next_event(timeout=remaining)
+                    if event is None:
+                        break
                 buffer.append(event)
             if buffer:
                 yield buffer
