@@ -156,8 +156,8 @@ def generator_main(args: argparse.Namespace) -> None:
 # -- the measuring parent --------------------------------------------------------------------------
 
 
-def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], until: float
-                   ) -> list[tuple[float, float, int, int]]:
+def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], until: float,
+                   stamp_types: set[int] | None = None) -> list[tuple[float, float, int, int]]:
     """(produced-at, latency seconds, id, output append ms) of every output record, read as soon
     as it is there, until ``expected()`` (None while the generator still runs) records have come
     or ``until``."""
@@ -184,7 +184,10 @@ def read_latencies(broker: str, topic: str, expected: Callable[[], int | None], 
                 if m.error() is None:
                     value = loads(m.value())
                     ts = value["ts"]
-                    out.append((ts, received - ts, value["id"], m.timestamp()[1]))
+                    stamp_type, stamp = m.timestamp()
+                    out.append((ts, received - ts, value["id"], stamp))
+                    if stamp_types is not None:
+                        stamp_types.add(stamp_type)
     finally:
         gc.enable()
         consumer.close()
@@ -232,7 +235,8 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
                 sent.append(json.loads(out.split("RESULT ", 1)[1])["sent"])
             return sent[0] if sent else None
 
-        latencies = read_latencies(broker, output_topic, expected, time.time() + seconds + timeout)
+        stamp_types: set[int] = set()
+        latencies = read_latencies(broker, output_topic, expected, time.time() + seconds + timeout, stamp_types)
         generator.wait(timeout=timeout)
         expected()
         used = (time.process_time() - reader0) + (process_cpu(worker.pid) - worker0) + (children_cpu() - children0)
@@ -254,18 +258,25 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
             "measured": len(kept), "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),
             "p99_ms": percentile(kept, 0.99), "p999_ms": percentile(kept, 0.999), "max_ms": kept[-1],
             "complete": len(latencies) >= sent[0],
-            "harness_cpu_cores": cores, "stages": stages(measured, stages_file)}
+            "harness_cpu_cores": cores, "stages": stages(measured, stages_file, stamp_types)}
 
 
 STAGES = ("produce", "to_fetch", "queue_to_agent", "agent_to_append", "to_reader")
 
 
-def stages(measured: list[tuple[float, float, int, int]], taken_file: Path) -> dict[str, Any]:
+def stages(measured: list[tuple[float, float, int, int]], taken_file: Path,
+           stamp_types: set[int]) -> dict[str, Any]:
     """Each record's latency split at the input append, the agent's take and the output append
     (module docstring): per stage p50/p99 in ms, and its mean among the records at or above the
-    total's p99."""
+    total's p99. Only where the broker stamps its append time (the dev broker keeps the
+    producer's: the stages would be made up)."""
     import orjson
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
+    if stamp_types != {TIMESTAMP_LOG_APPEND_TIME}:
+        shutil.rmtree(taken_file.parent, ignore_errors=True)
+        return {"error": "not measured: this broker does not stamp records with its append time "
+                         "(message.timestamp.type=LogAppendTime ignored)"}
     try:
         noted = orjson.loads(taken_file.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:

@@ -40,16 +40,21 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     latency = result["extras"]["latency-confluent"]
     assert latency["ok_runs"] == 1 and latency["all_complete"]
     assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
-    # where the time went: the five stages of every measured record add up to its latency
+    # where the time went: the five stages of every measured record add up to its latency,
+    # on a broker that stamps its append time (the dev broker does not: said, not made up)
     [run] = latency["runs"]
     stages = run["stages"]
-    assert stages["records"] == run["measured"], stages
-    for name in ("produce", "to_fetch", "queue_to_agent", "agent_to_append", "to_reader"):
-        assert stages[f"{name}_p50_ms"] <= stages[f"{name}_p99_ms"], stages
-        assert f"latency confluent: {name} p99 ms" in result["ratios"], result["ratios"]
-    tail = sum(stages[f"tail_{name}_mean_ms"] for name in ("produce", "to_fetch", "queue_to_agent",
-                                                           "agent_to_append", "to_reader"))
-    assert run["p99_ms"] <= tail <= run["max_ms"], (tail, run)  # the tail's stages sum to its latencies
+    names = ("produce", "to_fetch", "queue_to_agent", "agent_to_append", "to_reader")
+    if "error" in stages:
+        assert "LogAppendTime" in stages["error"] and latency["median_stages"] is None, stages
+        assert "latency confluent: to_fetch p99 ms" not in result["ratios"], result["ratios"]
+    else:
+        assert stages["records"] == run["measured"], stages
+        for name in names:
+            assert stages[f"{name}_p50_ms"] <= stages[f"{name}_p99_ms"], stages
+            assert f"latency confluent: {name} p99 ms" in result["ratios"], result["ratios"]
+        tail = sum(stages[f"tail_{name}_mean_ms"] for name in names)
+        assert run["p99_ms"] <= tail <= run["max_ms"], (tail, run)  # the tail's stages sum to its latencies
     state = result["extras"]["state-size-aiokafka"]  # 4,000 records, each its own key
     assert state["ok_runs"] == 1 and state["runs"][0]["consumed"] >= 4000, state
     assert state["ratio"] == pytest.approx(state["rps"] / rates_of(result, "streamkit-aiokafka-stateful")), state
