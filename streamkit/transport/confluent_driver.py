@@ -421,12 +421,33 @@ class ConfluentConsumer(Consumer):
         # librdkafka caches the high watermark only, also under read_committed
         return self.highwater(tp), not self._read_committed
 
+    METADATA_WAIT = 30.0  # seconds a partition may stay unknown to a fresh client (then it is an error)
+
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         out = {}
         for tp in tps:
-            _low, high = await self._call(self.client.get_watermark_offsets, TopicPartition(*tp), timeout=10)
+            _low, high = await self._watermarks(TopicPartition(*tp))
             out[tp] = high
         return out
+
+    async def _watermarks(self, part: TopicPartition) -> tuple[int, int]:
+        """``get_watermark_offsets``, waiting while librdkafka says the partition is unknown: a
+        fresh client (a restore's consumer) asks before its first metadata arrives, which after
+        a broker outage takes a while. The topics exist (the worker made sure at start), so this
+        is bounded by ``METADATA_WAIT``, then the error stands."""
+        loop = asyncio.get_running_loop()
+        deadline, delay = loop.time() + self.METADATA_WAIT, 0.05
+        while True:
+            try:
+                return await self._call(self.client.get_watermark_offsets, part, timeout=10)
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                unknown = isinstance(err, KafkaError) and err.code() in (KafkaError._UNKNOWN_PARTITION,
+                                                                        KafkaError._UNKNOWN_TOPIC)
+                if not unknown or loop.time() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 class ConfluentAdmin(Admin):

@@ -54,3 +54,38 @@ async def test_an_awaited_group_call_gets_its_result_in_order_after_queued_ones(
     assert client.calls == [("pause", [1]), ("seek", [1])]
     consumer._fetch_pool.shutdown()
     consumer._call_pool.shutdown()
+
+
+class LateMetadataClient:
+    """librdkafka's answer while a fresh client has no metadata for the topic yet (a restore's
+    consumer started as the broker came back from an outage): "Local: Unknown partition"."""
+
+    def __init__(self, unknown_for: int) -> None:
+        self.unknown_for = unknown_for
+        self.calls = 0
+
+    def get_watermark_offsets(self, part, timeout=None):
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.calls += 1
+        if self.calls <= self.unknown_for:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, "Failed to get watermark offsets"))
+        return (0, 42)
+
+
+async def test_end_offsets_wait_for_the_metadata_of_a_partition_the_client_does_not_know_yet():
+    """A table restore asked for its changelog's ends a moment after a broker outage, got
+    "Unknown partition" and halted the worker (the frozen-broker chaos run on Apache Kafka)."""
+    consumer = ConfluentConsumer(Settings(broker="127.0.0.1:9"), None)
+    consumer._client = client = LateMetadataClient(unknown_for=3)
+    assert await consumer.end_offsets([TP("t-changelog", 0)]) == {TP("t-changelog", 0): 42}
+    assert client.calls == 4
+    consumer._client = LateMetadataClient(unknown_for=10**6)  # a partition that never appears: bounded
+    consumer.METADATA_WAIT = 0.3
+    try:
+        await consumer.end_offsets([TP("t-changelog", 0)])
+        raise AssertionError("an unknown partition must fail in the end")
+    except Exception as exc:
+        assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
+    consumer._fetch_pool.shutdown()
+    consumer._call_pool.shutdown()
