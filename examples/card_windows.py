@@ -13,6 +13,7 @@
 import asyncio
 import os
 import sys
+import time
 
 import streamkit as sk
 
@@ -34,7 +35,9 @@ spend = app.Table("card-spend", default=int).hopping(3600, 1800).final(hourly)
 shopping = app.Table("card-shopping", default=int).session(600).final(sessions)
 recent = app.Table("card-recent", default=int).sliding(600)
 LIMIT = 1000
-START = 1_767_225_600  # 2026-01-01T00:00:00Z
+# four hours ago, on the hour: record times inside any broker's time retention (a fixed date
+# would get the inputs deleted by Kafka's 7-day retention), and Kafka refuses times over an hour ahead
+START = (int(time.time()) // 3600 - 4) * 3600
 
 
 @app.agent(payments)

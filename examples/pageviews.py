@@ -12,6 +12,7 @@ the page, and a late view for it is counted in /metrics and dropped.
 import asyncio
 import os
 import sys
+import time
 
 import orjson
 
@@ -23,7 +24,9 @@ views = app.topic("pageviews", key_type=str, value_type=str, partitions=4)
 per_minute = app.topic("pageviews-per-minute", key_type=str, partitions=4)
 counts = app.Table("views-per-minute", default=int).tumbling(60, grace=10).final(per_minute)
 
-START = 1_767_225_600  # 2026-01-01T00:00:00Z
+# four hours ago, on the hour: record times inside any broker's time retention (a fixed date
+# would get the inputs deleted by Kafka's 7-day retention), and Kafka refuses times over an hour ahead
+START = (int(time.time()) // 3600 - 4) * 3600
 
 
 @app.agent(views)

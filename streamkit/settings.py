@@ -124,6 +124,12 @@ class Settings:
     commit_interval: float = 1.0
     """Seconds between checkpoints (offset commits, or transaction commits under exactly-once);
     also done on revoke and stop. Under exactly-once it is also how stale downstream reads are."""
+    repartition_purge_interval: float = 30.0
+    """Seconds between deletions of what the group has committed from its ``group_by``
+    repartition topics (Kafka Streams' ``repartition.purge.interval.ms``). Those topics keep
+    their records regardless of age (``retention.ms=-1``: a re-keyed record keeps its old
+    timestamp, which time retention would otherwise delete before it is read), so the worker
+    deletes them once processed. 0: never (the topics then grow without bound)."""
     transaction_timeout_ms: int = 60000
     """Exactly-once: the broker aborts a transaction left open this long (a crashed worker's);
     until then read_committed readers of its partitions wait. Must exceed commit_interval."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
 from ..errors import ConfigurationError, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
+from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Stream
 from .fold import Fold, per_record
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
@@ -255,6 +256,7 @@ class Agent:
         return self._forwarding_stream(
             source, topic_name, lambda event: key_fn(event.value), partitions=partitions or self._partitions(source),
             key_type=key_type, value_type=value_type or source.topic.value_type,
+            config=dict(REPARTITION_TOPIC_CONFIG),  # kept until processed, whatever their timestamps (runtime/purge.py)
         )
 
     def through(self, source: Stream, topic: "Topic | str") -> Stream:

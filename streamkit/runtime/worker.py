@@ -20,6 +20,7 @@ from . import gc_tuning
 from ..transport.base import is_retriable
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
+from .purge import RepartitionPurge, purged_topics
 from .dead_letters import ErrorPolicy
 from .membership import Membership
 from .pauses import PauseLedger
@@ -85,6 +86,7 @@ class Runtime(Service):
         self._loop_task: asyncio.Task | None = None
         self._commit_task: asyncio.Task | None = None
         self.broker_watch: BrokerWatch | None = None
+        self.purge: RepartitionPurge | None = None
         self._stopping = False
         self._gc_tuned = False
         super().__init__(**kwargs)
@@ -170,6 +172,9 @@ class Runtime(Service):
         self._gc_tuned = True
         self.broker_watch = BrokerWatch(self.consumer, self.conf.bootstrap_servers)
         self.broker_watch.start()
+        self.purge = RepartitionPurge(self.driver, self.consumer, purged_topics(self.app.topics.values()),
+                                      lambda: self.assigned, self.conf.repartition_purge_interval)
+        self.purge.start()
         self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
         self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
@@ -514,6 +519,8 @@ class Runtime(Service):
                 await asyncio.gather(task, return_exceptions=True)
         if self.broker_watch is not None:
             await self.broker_watch.stop()
+        if self.purge is not None:
+            await self.purge.stop()
         bound = self.conf.stop_timeout if self.fatal is None else 0.5
         if self.consumer is not None and self.checkpoint is not None:
             self.tasks.suspend(self.assigned, "worker stopping")

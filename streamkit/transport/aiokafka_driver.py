@@ -7,7 +7,7 @@ import uuid
 from typing import Any, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import GroupIdNotFound, UnknownTopicOrPartitionError, for_code
 from aiokafka.protocol.admin import DeleteGroupsRequest
@@ -284,6 +284,16 @@ class AiokafkaAdmin(Admin):
         response = await self._client.delete_topics(list(names))
         return {name: str(for_code(code)) for name, code, *_ in response.topic_error_codes
                 if code not in (0, UnknownTopicOrPartitionError.errno)}
+
+    async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
+        refused: dict[TP, str] = {}
+        for tp, offset in before.items():  # one request each: aiokafka raises the first error of a request
+            try:
+                await self._client.delete_records({TopicPartition(tp.topic, tp.partition): RecordsToDelete(offset)},
+                                                  timeout_ms=30000)
+            except Exception as exc:  # the broker's refusal, or no leader: the next purge tries again
+                refused[tp] = repr(exc)
+        return refused
 
     async def delete_group(self, group: str) -> str | None:
         coordinator = await self._client.find_coordinator(group)

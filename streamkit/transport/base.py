@@ -319,6 +319,11 @@ class Admin(abc.ABC):
         absent topic is no refusal)."""
         return {name: f"{type(self).__name__} cannot delete topics" for name in names}
 
+    async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
+        """Delete each partition's records below the given offset (DeleteRecords: the log start
+        moves up); returns the broker's refusal per partition (empty when all were deleted)."""
+        return {tp: f"{type(self).__name__} cannot delete records" for tp in before}
+
     async def delete_group(self, group: str) -> str | None:
         """Delete a consumer group and its committed offsets (``streamkit reset``); the
         broker's refusal (a group with live members), or None once deleted or absent."""

@@ -523,6 +523,20 @@ class ConfluentAdmin(Admin):
                     refused[name] = exc.args[0].str()
         return refused
 
+    async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
+        assert self._client is not None
+        refused: dict[TP, str] = {}
+        if not before:
+            return refused
+        futures = self._client.delete_records([TopicPartition(tp.topic, tp.partition, offset)
+                                               for tp, offset in before.items()], request_timeout=30)
+        for tp, fut in futures.items():
+            try:
+                await asyncio.wrap_future(fut)
+            except KafkaException as exc:
+                refused[TP(tp.topic, tp.partition)] = exc.args[0].str()
+        return refused
+
     async def delete_group(self, group: str) -> str | None:
         assert self._client is not None
         for fut in self._client.delete_consumer_groups([group], request_timeout=30).values():

@@ -43,6 +43,7 @@ class MemoryBroker:
         self.aborted: dict[TP, set[int]] = {}  # offsets of records whose transaction aborted
         self.generations: dict[str, int] = {}  # consumer group generation, bumped per rebalance
         self.faults = Faults()  # what tests make go wrong (memory_faults.py)
+        self.log_start: dict[TP, int] = {}  # raised by delete_records; records below it are gone
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -482,6 +483,14 @@ class MemoryAdmin(Admin):
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
         for name in names:
             self.broker.logs.pop(name, None)
+        return {}
+
+    async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
+        for tp, offset in before.items():
+            end = len(self.broker.logs[tp.topic][tp.partition])
+            if offset > end:
+                return {tp: f"offset {offset} is past the end ({end})"}
+            self.broker.log_start[tp] = max(offset, self.broker.log_start.get(tp, 0))
         return {}
 
     async def delete_group(self, group: str) -> str | None:

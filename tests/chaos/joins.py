@@ -111,7 +111,10 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     exact = guarantee == "exactly_once"
     started = time.monotonic()
     admin = AdminClient({"bootstrap.servers": broker})
-    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics.values()]).values():
+    # the records' times start at BASE_MS, older than Kafka's default 7-day time retention: without
+    # retention.ms=-1 the broker's retention check (every 5 minutes) deleted inputs mid-run
+    keep = {"retention.ms": "-1"}
+    for future in admin.create_topics([NewTopic(t, PARTITIONS, 1, config=keep) for t in topics.values()]).values():
         future.result(15)
     # murmur2: the Java client's partitioner, which streamkit's tables use to place a key
     producer = Producer({"bootstrap.servers": broker, "enable.idempotence": True, "partitioner": "murmur2_random"})
