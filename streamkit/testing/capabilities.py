@@ -125,7 +125,29 @@ def aiokafka_transactions(settings: Settings) -> tuple[bool, str]:
     return True, "aiokafka transactional producer starts"
 
 
+def delete_records(settings: Settings) -> tuple[bool, str]:
+    topic = _topic(settings)
+    producer = Producer(confluent_conf(settings))
+    for _ in range(3):
+        producer.produce(topic, b"x", partition=0)
+    producer.flush(15)
+    admin = AdminClient(confluent_conf(settings))
+    try:
+        admin.delete_records([TopicPartition(topic, 0, 2)], request_timeout=10)[TopicPartition(topic, 0)].result(15)
+    except Exception as exc:  # the dev broker closes the connection: it does not know DeleteRecords
+        return False, f"this broker does not delete records (DeleteRecords: {exc})"
+    consumer = Consumer(confluent_conf(settings, **{"group.id": f"probe-{uuid.uuid4().hex[:8]}"}))
+    try:
+        low, _high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        consumer.close()
+    if low != 2:
+        return False, f"DeleteRecords below offset 2 left the log start at {low}"
+    return True, "DeleteRecords moves the log start"
+
+
 PROBES = {
+    "delete_records": delete_records,
     "read_committed_hides_aborted": read_committed_hides_aborted,
     "end_offsets_exact": end_offsets_exact,
     "aiokafka_transactions": aiokafka_transactions,
