@@ -4,6 +4,9 @@ Stateless: decode an ``Order`` (a Record), add a field, produce a ``ProcessedOrd
 Stateful: count orders per user in a RocksDB table (changelog included), produce the count.
 Windowed: count orders per user per minute of their ``ts`` in a tumbling window; each closed
 minute's final count goes to the output once (the ``windowed-*`` scenarios).
+Function / fold: the stateless and the stateful ones written as a plain ``def fn(order)`` agent
+and as ``@app.fold`` (the ``*-function`` / ``*-fold`` scenarios): the worker runs those over
+each fetched batch without a coroutine per record.
 ``on_record`` runs for every record before it is transformed (meters, stop conditions);
 ``before_start`` is awaited once before the agent takes its first record.
 """
@@ -60,6 +63,22 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
                 per_minute[order.user] += 1
 
         return app, count_per_minute
+    if stateful == "function":
+        @app.agent(source, sink=[output])
+        def enrich_order(order):
+            on_record(order)
+            return ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+
+        return app, enrich_order
+    if stateful == "fold":
+        per_user = app.Table("counts", default=int, partitions=PARTITIONS)
+
+        @app.fold(source, table=per_user, sink=[output])
+        def count_orders(count, order):
+            on_record(order)
+            return count + 1, [UserCount(order.user, count + 1)]
+
+        return app, count_orders
     counts = app.Table("counts", default=int, partitions=PARTITIONS) if stateful else None
 
     @app.agent(source, sink=[output])

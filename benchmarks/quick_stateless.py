@@ -54,7 +54,9 @@ STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
              for driver in ("aiokafka", "confluent")
              for suffix, guarantee, stateful in (("", "at_least_once", False), ("-eos", "exactly_once", False),
                                                  ("-stateful", "at_least_once", True),
-                                                 ("-windowed", "at_least_once", "windowed"))}
+                                                 ("-windowed", "at_least_once", "windowed"),
+                                                 ("-function", "at_least_once", "function"),
+                                                 ("-fold", "at_least_once", "fold"))}
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
              "streamkit-aiokafka-eos", "streamkit-confluent-eos")  # the stateful ones: `python -m benchmarks run`
 PARTITIONS = 4

@@ -17,6 +17,7 @@ from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Stream
 from .fold import Fold, per_record
+from .functions import batch_body
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
 from .supervision import supervise
 
@@ -53,7 +54,7 @@ class Agent:
             fun = fold.body()
         elif self.per_record:
             fun = per_record(fun)  # a plain function of one value: its result is the output
-        self.fun = fun
+        self.fun = fun  # the per-record body (test contexts, Spark); the worker runs a function's batch body
         self.is_generator = inspect.isasyncgenfunction(fun)
         self.restarts = 0
         self._runtime: "Runtime | None" = None
@@ -109,6 +110,9 @@ class Agent:
 
     async def _supervise(self, stream: Stream, body: Callable[[Stream], Any] | None = None) -> None:
         """Run the agent forever under the shared supervision rules (agents/supervision.py)."""
+
+        if body is None and (self.fold is not None or self.per_record) and type(stream) is Stream:
+            body = batch_body(self)  # a function cannot await: run it over the batch in hand (not a join's pairs)
 
         async def run_once(stream: Stream) -> None:
             if body is not None:

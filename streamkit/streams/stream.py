@@ -176,6 +176,35 @@ class Stream(Chainable, Generic[T]):
             held.clear()
         return self._hand_out(batch, idx)
 
+    def run_in_hand(self, event: Event | None, handle: Callable[[Event], Any]) -> Any:
+        """``handle`` the record just handed out (``event``), then the rest of its batch as
+        ``_next_in_batch`` would hand them out, without a coroutine: each record acked once
+        handled, the last one left held (the next ask acks it, as any record). Stops at a
+        ``handle`` result that is not None (returned: that record stays held while the caller
+        awaits what is left of it), at a committing exactly-once checkpoint or a revocation, and
+        after the first record when a sensor, replay or hold needs the per-record path."""
+        assert event is not None
+        result = handle(event)
+        batch, idx = self._batch, self._idx
+        if (result is not None or batch is None or self._sensed is not None or self._replay or self._hold
+                or len(self._held) != 1 or batch.events[idx] is not event):
+            return result
+        events, set_event, barrier = batch.events, _current_event.set, self.subscriber.barrier
+        last = len(events) - 1
+        try:
+            while idx < last and not batch.revoked and (barrier is None or not barrier.closed):
+                idx += 1
+                batch.acked = idx  # the one before is done (its outputs are queued)
+                event = self.current_event = events[idx]
+                set_event(event)
+                result = handle(event)
+                if result is not None:
+                    break
+        finally:  # also when handle raised: the record it raised on is the one held
+            self._idx = idx
+            self._held[0] = (batch, idx)
+        return result
+
     async def next_event(self, timeout: float | None = None) -> Event | None:
         """The next event; acks the previous one unless holding. None only on ``timeout``."""
         if self._sensed is not None:

@@ -375,6 +375,27 @@ class MemoryProducer(Producer):
         self._pending.add(fut, topic)
         return fut
 
+    def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
+                 headers: Any = None, timestamp: int | None = None) -> bool:
+        """``send(track=False)`` without a coroutine, as the real clients' hot path (False when a
+        test filled the buffer, an outage holds records back, or outside a transaction)."""
+        faults = self.broker.faults
+        if faults.buffer_full:
+            faults.buffer_full -= 1
+            return False
+        if self._buffer or not faults.available or (self.transactional_id is not None and self._txn is None):
+            return False
+        if self.transactional_id is not None:
+            self._check()
+        fut = asyncio.get_running_loop().create_future()
+        record = (topic, key, value, partition, headers, timestamp)
+        if faults.send_fails(topic, value):
+            fut.set_exception(InjectedFault(f"delivery to {topic!r} failed (injected)"))
+        else:
+            self._deliver(fut, record, self._txn)
+        self._pending.add(fut, topic)
+        return True
+
     def _deliver(self, fut: asyncio.Future, record: tuple[Any, ...], txn: "_Txn | None") -> None:
         try:
             fut.set_result(self.broker.append(*record, txn))

@@ -31,6 +31,9 @@ class Faults:
     """The next N produced records are not stored; their delivery fails (seen at flush)."""
     fail_send_if: Callable[[str, bytes | None], bool] | None = None
     """Per record: ``(topic, value) -> True`` makes that record's delivery fail."""
+    buffer_full: int = 0
+    """The next N ``try_send`` calls find the client's buffer full (as librdkafka's BufferError):
+    the caller takes the waiting ``send`` path."""
     fail_commits: int = 0
     """The next N consumer offset commits raise."""
     lose_async_commits: int = 0
