@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .codecs import Codec, codec_for
 from .transport.base import Headers, TopicSpec, delivery_position
@@ -149,6 +149,20 @@ class Topic:
             return False
         return runtime.producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
 
+    def bound_try_send_soon(self) -> Callable[[Any, Any], bool] | None:
+        """``try_send_soon`` with the running worker's producer and this topic's codecs looked
+        up once (an agent's batch loop calls it per record); None before the worker starts."""
+        runtime = self.app.runtime
+        if runtime is None or runtime.producer is None:
+            return None
+        sensors, try_send, name = self.app.sensors, runtime.producer.try_send, self.name
+        encode_key, encode_value = self.key_codec.encode, self.value_codec.encode
+
+        def send(key: Any, value: Any) -> bool:
+            return not sensors.active and try_send(name, encode_key(key), encode_value(value))
+
+        return send
+
     async def send_soon(self, key: Any = None, value: Any = None, *, headers: Headers | None = None,
                         partition: int | None = None, timestamp: float | None = None) -> None:
         """Queue a record without a delivery future (the hot path of sinks and repartitioning);
@@ -207,6 +221,9 @@ class TopicGroup(Topic):
         raise self._refuse()
 
     def try_send_soon(self, *args: Any, **kwargs: Any) -> bool:
+        raise self._refuse()
+
+    def bound_try_send_soon(self) -> Callable[[Any, Any], bool] | None:
         raise self._refuse()
 
     async def declare(self) -> None:

@@ -26,6 +26,21 @@ def _handler(agent: "Agent") -> Callable[[Event], "Stalled | None"]:
     """``event -> None`` once its outputs are all queued, else what is left to await."""
     emit_now = agent._emit_now
     fold = agent.fold
+    sinks = agent.sinks
+    bind = getattr(sinks[0], "bound_try_send_soon", None) if len(sinks) == 1 else None
+    send = bind() if bind is not None else None  # one sink topic: its send bound once
+    if fold is None and send is not None:
+        fun = agent.source_fun
+
+        def handle_one_sink(event: Event) -> Stalled | None:
+            output = fun(event.value)
+            if output is None:
+                return None
+            if not send(event.key, output):
+                return output, event, 0, ()
+            return (output, event, 1, ()) if event.message.headers else None  # 1: the reply is left
+
+        return handle_one_sink
     if fold is None:
         fun = agent.source_fun
 

@@ -148,3 +148,19 @@ async def test_records_before_the_one_that_failed_count_as_processed_at_once():
         stream.run_in_hand(await stream.next_event(), handle)
     assert subscriber.first_unprocessed(tp) == 5
     assert [event.value for event in stream.held_events()] == [5]
+
+
+async def test_asking_a_function_agent_with_a_sink_gets_its_output_back():
+    app = make_app()
+    source = app.topic("in", key_type=str, value_type=int, partitions=1)
+    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+
+    @app.agent(source, sink=[out])
+    def triple(value):
+        return value * 3
+
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    async with app.running():
+        assert await triple.ask(14, key="k") == 42
+        await source.send(key="k", value=2)
+        await wait_for(lambda: outputs(broker, "out") == [42, 6], 10, message="both outputs in the sink")
