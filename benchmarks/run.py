@@ -51,7 +51,9 @@ STREAMKIT = ["raw-confluent", "raw-aiokafka",
              "streamkit-confluent", "streamkit-aiokafka",
              "streamkit-confluent-stateful", "streamkit-aiokafka-stateful",
              "streamkit-confluent-eos", "streamkit-aiokafka-eos",
-             "streamkit-confluent-windowed", "streamkit-aiokafka-windowed"]
+             "streamkit-confluent-windowed", "streamkit-aiokafka-windowed",
+             "streamkit-confluent-function", "streamkit-aiokafka-function",  # def fn(order): the batch loop
+             "streamkit-confluent-fold", "streamkit-aiokafka-fold"]
 PEERS = ["quix-stateless", "quix-stateful", "quix-eos", "quix-windowed",
          "faust-stateless", "faust-stateful", "faust-eos", "faust-windowed"]
 
@@ -94,7 +96,7 @@ def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str,
         expected = args.records
         if scenario.startswith("streamkit"):
             topics += [f"{group}-dlq", f"{group}-__leader", f"{group}-replies", f"{group}-__cluster"]
-            if "stateful" in scenario or "windowed" in scenario:
+            if "stateful" in scenario or "windowed" in scenario or "fold" in scenario:
                 topics.append(f"{group}-counts-changelog")
     result["output_records"] = topic_count(args.broker, output)
     # one output per input, except windowed scenarios (one per closed window: not checked here)
@@ -128,6 +130,12 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         "stateless confluent / raw confluent": ratio("streamkit-confluent", "raw-confluent"),
         "stateless aiokafka / quix": ratio("streamkit-aiokafka", "quix-stateless"),
         "stateless aiokafka / raw aiokafka": ratio("streamkit-aiokafka", "raw-aiokafka"),
+        "stateless function confluent / raw confluent": ratio("streamkit-confluent-function", "raw-confluent"),
+        "stateless function aiokafka / raw aiokafka": ratio("streamkit-aiokafka-function", "raw-aiokafka"),
+        "stateless function / async for (confluent)": ratio("streamkit-confluent-function", "streamkit-confluent"),
+        "stateless function / async for (aiokafka)": ratio("streamkit-aiokafka-function", "streamkit-aiokafka"),
+        "fold / stateless function confluent": ratio("streamkit-confluent-fold", "streamkit-confluent-function"),
+        "fold / stateless function aiokafka": ratio("streamkit-aiokafka-fold", "streamkit-aiokafka-function"),
         "windowed confluent / quix": ratio("streamkit-confluent-windowed", "quix-windowed"),
         "windowed aiokafka / quix": ratio("streamkit-aiokafka-windowed", "quix-windowed"),
         "windowed confluent / faust": ratio("streamkit-confluent-windowed", "faust-windowed"),

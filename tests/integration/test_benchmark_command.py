@@ -21,14 +21,17 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
          "--no-peers", "--recovery-keys", "0", "--repeat", "1",
          "--latency-seconds", "3", "--state-keys", "4000",
          "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful,streamkit-confluent-windowed,"
-                        "latency-confluent,state-size-aiokafka",
+                        "streamkit-confluent-function,streamkit-aiokafka-fold,latency-confluent,state-size-aiokafka",
          "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "stateless confluent / raw confluent" in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["summary"]) == {"raw-confluent", "streamkit-confluent", "streamkit-aiokafka-stateful",
-                                      "streamkit-confluent-windowed"}
+                                      "streamkit-confluent-windowed", "streamkit-confluent-function",
+                                      "streamkit-aiokafka-fold"}
+    assert result["ratios"]["stateless function confluent / raw confluent"] == pytest.approx(
+        rates_of(result, "streamkit-confluent-function") / rates_of(result, "raw-confluent"))
     # every record processed; more when a rebalance on a loaded machine made a worker reprocess some
     assert all(s["ok_runs"] == 1 and s["records"] >= 3000 for s in result["summary"].values()), result["summary"]
     # The printed ratio is the two scenarios' measured rates divided, not any positive number.
