@@ -20,6 +20,7 @@ log = logging.getLogger("streamkit.purge")
 
 # the topic config of a repartition topic: its records stay until purged
 REPARTITION_TOPIC_CONFIG = {"retention.ms": "-1"}
+MAX_BACKOFF = 3600.0  # seconds between purges a broker refused
 
 
 def purged_topics(topics: Iterable[Any]) -> list[str]:
@@ -60,14 +61,20 @@ class RepartitionPurge:
                 log.debug("purge admin close: %r", exc)
 
     async def _run(self) -> None:
+        wait = self.interval
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(wait)
+            refusals = self.refusals
             try:
                 await self.purge_once()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the next interval tries again; unpurged records only use disk
-                log.warning("purging repartition topics failed (tried again in %gs): %r", self.interval, exc)
+                self.refusals += 1
+                log.log(logging.WARNING if self.refusals == 1 else logging.DEBUG,
+                        "purging repartition topics failed (tried again later): %r", exc)
+            # a broker that keeps refusing (the dev broker has no DeleteRecords) is asked less often
+            wait = min(wait * 2, MAX_BACKOFF) if self.refusals > refusals else self.interval
 
     async def purge_once(self) -> dict[TP, int]:
         """Delete below the committed offsets that moved since the last purge; what was deleted."""
@@ -88,7 +95,7 @@ class RepartitionPurge:
             self.refusals += 1
             level = logging.WARNING if self.refusals == 1 else logging.DEBUG
             log.log(level, "the broker did not delete processed records of repartition topics (%s): they stay "
-                    "until the next purge", "; ".join(f"{tp.topic}[{tp.partition}]: {why}" for tp, why in refused.items()))
+                    "until a later purge (a broker that keeps refusing is asked less often, up to hourly)", "; ".join(f"{tp.topic}[{tp.partition}]: {why}" for tp, why in refused.items()))
         done = {tp: offset for tp, offset in due.items() if tp not in refused}
         self.purged.update(done)
         return done

@@ -507,6 +507,8 @@ class MemoryAdmin(Admin):
         return {}
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
+        if self.broker.faults.refuse_delete_records:
+            return {tp: "DeleteRecords refused (injected)" for tp in before}
         for tp, offset in before.items():
             end = len(self.broker.logs[tp.topic][tp.partition])
             if offset > end:

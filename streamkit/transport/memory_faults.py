@@ -34,6 +34,8 @@ class Faults:
     buffer_full: int = 0
     """The next N ``try_send`` calls find the client's buffer full (as librdkafka's BufferError):
     the caller takes the waiting ``send`` path."""
+    refuse_delete_records: bool = False
+    """DeleteRecords is refused (as by a broker without it, the dev broker)."""
     fail_commits: int = 0
     """The next N consumer offset commits raise."""
     lose_async_commits: int = 0

@@ -83,3 +83,22 @@ async def test_a_purge_interval_of_zero_purges_nothing():
         await wait_for(lambda: len(seen) == 20, 10, message="20 processed")
         assert app.runtime.purge._task is None
     assert not any(tp.topic == repartition for tp in broker.log_start)
+
+
+async def test_a_broker_that_refuses_deletes_is_told_once_and_purged_once_it_accepts(caplog):
+    app = make_app(repartition_purge_interval=0.05)
+    orders, seen, repartition = build(app)
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    broker.faults.refuse_delete_records = True
+    async with app.running():
+        for i in range(30):
+            await orders.send(key=str(i), value=Order(i, f"user-{i % 3}"))
+        await wait_for(lambda: len(seen) == 30, 10, message="30 processed")
+        purge = app.runtime.purge
+        await wait_for(lambda: purge.refusals >= 3, 10, message="three refused purges")
+        assert purge.purged == {} and not any(tp.topic == repartition for tp in broker.log_start)
+        warnings = [r for r in caplog.records if r.name == "streamkit.purge" and r.levelname == "WARNING"]
+        assert len(warnings) == 1 and "did not delete" in warnings[0].getMessage()
+        broker.faults.refuse_delete_records = False
+        await wait_for(lambda: sum(broker.log_start.get(TP(repartition, p), 0) for p in range(2)) == 30, 10,
+                       message="purged once the broker accepts")
