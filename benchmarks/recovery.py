@@ -11,7 +11,10 @@ One run against one broker:
    - ``<driver>-<store>`` for driver in (aiokafka, confluent) and store in (rocksdb, memory):
      ``Settings(broker=..., driver=driver)``, ``create_driver(settings)``, one empty store per
      changelog partition (``RocksStore(<tmpdir>/<p>)`` or ``MemoryStore()``), then times
-     ``await replay(driver, stores, RecoveryProgress(), settle=--settle)``; afterwards checks
+     ``await replay(driver, stores, RecoveryProgress(), settle=--settle, check=, on_bad=, blocks=)``
+     as the worker's restore calls it (every value decoded by the table's codec, here untyped
+     JSON, before it is applied; the changelog fed through at-least-once checkpoint blocks);
+     afterwards checks
      the number replayed == N, every store's offset == its partition's end offset - 1, the key
      count (memory: ``len(store.data)``; RocksDB: a full key iteration, outside the timing) and
      spot-checks keys (right partition, right value);
@@ -149,6 +152,29 @@ def timed_store_classes():
     return Clock, TimedMemoryStore, TimedRocksStore
 
 
+def worker_checks(stores: dict[Any, Any]) -> dict[str, Any]:
+    """What the worker's restore does besides applying (tables/manager.py): every value decoded
+    by the table's codec (here the app default, untyped JSON) before it is applied, and an
+    at-least-once table's changelog fed through its checkpoint blocks (marks.py)."""
+    from streamkit.codecs import JsonCodec
+    from streamkit.tables.marks import MarkedBlocks
+
+    decode = JsonCodec().decode
+
+    def check(_tp: Any, raw: bytes) -> BaseException | None:
+        try:
+            decode(raw)
+        except Exception as exc:
+            return exc
+        return None
+
+    async def on_bad(_tp: Any, message: Any, problem: BaseException) -> None:
+        raise SystemExit(f"a benchmark changelog record did not decode: {problem!r}")
+
+    blocks = {tp: MarkedBlocks(lambda _offsets: True, marked=False, after=store.offset) for tp, store in stores.items()}
+    return {"check": check, "on_bad": on_bad, "blocks": blocks}
+
+
 async def run_replay(args: argparse.Namespace, driver_name: str, store_kind: str) -> dict[str, Any]:
     import streamkit
     from streamkit.tables.recovery import RecoveryProgress, replay
@@ -170,7 +196,7 @@ async def run_replay(args: argparse.Namespace, driver_name: str, store_kind: str
         peak_before = peak_rss_mb()
         cpu0 = cpu_seconds()
         started = time.perf_counter()
-        replayed = await replay(driver, stores, progress, settle=args.settle)
+        replayed = await replay(driver, stores, progress, settle=args.settle, **worker_checks(stores))
         done = time.perf_counter()
         cpu1 = cpu_seconds()
         peak_after = peak_rss_mb()

@@ -73,21 +73,26 @@ class MarkedBlocks:
     def feed(self, message: Message, batch: dict[bytes, bytes | None]) -> bytes | None:
         """Route one record into ``batch`` (now) or the pending block; returns a mark's value
         when the record is a mark whose block was applied."""
-        if self.pending and self.last is not None and message.offset != self.last + 1:
+        return self.feed_fields(message.offset, message.key, message.value, is_mark(message), batch)
+
+    def feed_fields(self, offset: int, key: bytes | None, value: bytes | None, mark: bool,
+                    batch: dict[bytes, bytes | None]) -> bytes | None:
+        """``feed`` with the record's fields read already (a restore reads each once)."""
+        if self.pending and self.last is not None and offset != self.last + 1:
             # An offset gap: compaction removed records, marks among them, so where the blocks
             # ended is unknown. Applied as they are (at worst a repeat, as before marks), never
             # dropped: that could drop committed state that compaction merged into this block.
             batch.update(self.pending)
             self.pending = {}
-        self.last = message.offset
-        if not is_mark(message):
+        self.last = offset
+        if not mark:
             if self.marked:
-                self.pending[message.key or b""] = message.value
+                self.pending[key or b""] = value
             else:
-                batch[message.key or b""] = message.value
+                batch[key or b""] = value
             return None
         self.marked = True
-        value = message.value or b""
+        value = value or b""
         if value != OPENING_MARK and self.accept(mark_offsets(value)):
             batch.update(self.pending)
             self.pending = {}

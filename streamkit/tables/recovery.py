@@ -17,7 +17,7 @@ from typing import Awaitable, Callable
 
 from ..transport.base import TP, Driver, Message
 from ..transport.reader import read_forever
-from .marks import MarkedBlocks, is_mark
+from .marks import MARK_KEY, MarkedBlocks, is_mark
 from .stores import Store
 
 log = logging.getLogger("streamkit.recovery")
@@ -60,13 +60,15 @@ OnBad = Callable[[TP, Message, BaseException], Awaitable[None]]
 async def _apply(store: Store, tp: TP, messages: list[Message], check: Check | None, on_bad: OnBad | None,
                  blocks: MarkedBlocks | None = None) -> None:
     """Apply one fetched batch to ``store``; with ``blocks`` (at-least-once tables), a
-    checkpoint block at a time (marks.py), else every record as it comes (marks skipped)."""
+    checkpoint block at a time (marks.py), else every record as it comes (marks skipped).
+    Each record's fields are read once: on the confluent driver every read is a call into C."""
     batch: dict[bytes, bytes | None] = {}
     offset: int | None = None
     sources: bytes | None = None
+    feed = blocks.feed_fields if blocks is not None else None
     for m in messages:
-        mark = is_mark(m)
-        value = m.value
+        key, value = m.key, m.value
+        mark = key == MARK_KEY and is_mark(m)
         if value is not None and check is not None and not mark:
             problem = check(tp, value)
             if problem is not None:
@@ -75,17 +77,20 @@ async def _apply(store: Store, tp: TP, messages: list[Message], check: Check | N
                 if blocks is None or not blocks.marked:
                     offset = m.offset
                 continue
-        if blocks is None:
+        if feed is None:
             if not mark:
-                batch[m.key or b""] = value
-            offset = m.offset
+                batch[key or b""] = value
             continue
-        released = blocks.feed(m, batch)
+        assert blocks is not None
+        record_offset = m.offset
+        released = feed(record_offset, key, value, mark, batch)
         if mark:
-            offset = m.offset  # a dropped block is passed over too: its keys are repaired
+            offset = record_offset  # a dropped block is passed over too: its keys are repaired
             sources = released or sources
         elif not blocks.marked:
-            offset = m.offset
+            offset = record_offset
+    if feed is None and messages:
+        offset = messages[-1].offset  # every record was applied or handed to the error policy
     if batch or offset is not None:
         store.apply(batch, offset, sources)
 
