@@ -7,7 +7,7 @@ import time
 from typing import Sequence
 
 from ..errors import BrokerUnavailable, ConfigurationError, TopicMismatch
-from ..transport.base import Driver, TopicInfo, TopicSpec
+from ..transport.base import Admin, Driver, TopicInfo, TopicSpec
 
 log = logging.getLogger("streamkit.topics")
 
@@ -65,6 +65,39 @@ async def connect_admin(driver: Driver, address: str, timeout: float):
         await asyncio.sleep(min(1.0 * attempt, 3.0))
 
 
+# configs whose absence on an existing topic can lose records, with why streamkit sets them
+GUARDED_CONFIGS = {"retention.ms": "a record older than that (by its timestamp) is deleted whether it was read or "
+                                   "not; streamkit's repartition topics keep records until it purges them processed"}
+
+_WARNED: set[tuple[str, str, str]] = set()
+
+
+async def warn_of_config_drift(admin: Admin, specs: Sequence[TopicSpec]) -> None:
+    """An internal topic created by an older streamkit (or by hand) without a config this one
+    creates it with, where that config protects records: a warning with the command that fixes
+    it (the topic is not altered behind the operator's back)."""
+    guarded = [s for s in specs if any(name in GUARDED_CONFIGS for name in s.config)]
+    if not guarded:
+        return
+    try:
+        configs = await admin.topic_configs([s.name for s in guarded])
+    except Exception as exc:  # a broker that cannot describe configs: nothing to compare
+        log.debug("could not describe topic configs: %r", exc)
+        return
+    for spec in guarded:
+        actual = configs.get(spec.name)
+        if actual is None:
+            continue
+        for name, want in spec.config.items():
+            have = actual.get(name)
+            if name in GUARDED_CONFIGS and have is not None and have != want and (spec.name, name, have) not in _WARNED:
+                _WARNED.add((spec.name, name, have))  # the worker checks its topics more than once per start
+                log.warning("topic %r has %s=%s but is declared with %s (%s): set it with "
+                            "kafka-configs.sh --bootstrap-server <broker> --alter --entity-type topics --entity-name "
+                            "%s --add-config %s=%s", spec.name, name, have, want, GUARDED_CONFIGS[name], spec.name,
+                            name, want)
+
+
 async def ensure_topics(driver: Driver, address: str, specs: Sequence[TopicSpec], declared: dict[str, int | None],
                         timeout: float) -> dict[str, TopicInfo]:
     """Create missing topics; an existing topic whose partition count differs from its
@@ -80,6 +113,7 @@ async def ensure_topics(driver: Driver, address: str, specs: Sequence[TopicSpec]
                     f"topic {spec.name!r} exists with {info.partitions} partitions but is declared "
                     f"with {want}; change the declaration or recreate the topic"
                 )
+        await warn_of_config_drift(admin, [s for s in specs if s.name in existing and s.config])
         missing = [s for s in specs if s.name not in existing]
         if missing:
             log.info("creating topics: %s", ", ".join(f"{s.name}({s.partitions})" for s in missing))

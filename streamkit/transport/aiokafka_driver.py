@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import GroupIdNotFound, UnknownTopicOrPartitionError, for_code
 from aiokafka.protocol.admin import DeleteGroupsRequest
@@ -284,6 +285,18 @@ class AiokafkaAdmin(Admin):
         response = await self._client.delete_topics(list(names))
         return {name: str(for_code(code)) for name, code, *_ in response.topic_error_codes
                 if code not in (0, UnknownTopicOrPartitionError.errno)}
+
+    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        if not names:
+            return out
+        responses = await self._client.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, name) for name in names])
+        for response in responses:
+            for error_code, _message, _kind, name, entries, *_ in response.resources:
+                if error_code == 0:  # absent, or not describable here: nothing to check
+                    out[name] = {entry[0]: entry[1] for entry in entries if entry[1] is not None}
+        return out
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
         refused: dict[TP, str] = {}

@@ -319,6 +319,11 @@ class Admin(abc.ABC):
         absent topic is no refusal)."""
         return {name: f"{type(self).__name__} cannot delete topics" for name in names}
 
+    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Each existing topic's configs as the broker reports them (a topic it does not
+        describe is absent: nothing can be checked about it)."""
+        return {}
+
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
         """Delete each partition's records below the given offset (DeleteRecords: the log start
         moves up); returns the broker's refusal per partition (empty when all were deleted)."""

@@ -523,6 +523,20 @@ class ConfluentAdmin(Admin):
                     refused[name] = exc.args[0].str()
         return refused
 
+    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        assert self._client is not None
+        out: dict[str, dict[str, str]] = {}
+        if not names:
+            return out
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        for resource, fut in self._client.describe_configs(resources, request_timeout=15).items():
+            try:
+                entries = await asyncio.wrap_future(fut)
+            except KafkaException:  # absent, or not describable here: nothing to check
+                continue
+            out[resource.name] = {name: entry.value for name, entry in entries.items() if entry.value is not None}
+        return out
+
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
         assert self._client is not None
         refused: dict[TP, str] = {}

@@ -44,6 +44,7 @@ class MemoryBroker:
         self.generations: dict[str, int] = {}  # consumer group generation, bumped per rebalance
         self.faults = Faults()  # what tests make go wrong (memory_faults.py)
         self.log_start: dict[TP, int] = {}  # raised by delete_records; records below it are gone
+        self.topic_configs: dict[str, dict[str, str]] = {}  # as created (create_topics' specs)
 
     @classmethod
     def named(cls, name: str) -> "MemoryBroker":
@@ -499,7 +500,12 @@ class MemoryAdmin(Admin):
 
     async def create_topics(self, specs: Sequence[TopicSpec]) -> None:
         for spec in specs:
+            if spec.name not in self.broker.logs:
+                self.broker.topic_configs[spec.name] = dict(spec.config)
             self.broker.create_topic(spec.name, spec.partitions)
+
+    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+        return {name: dict(self.broker.topic_configs.get(name, {})) for name in names if name in self.broker.logs}
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
         for name in names:

@@ -63,3 +63,27 @@ async def test_a_month_old_replay_through_group_by_is_kept_until_processed_then_
                 await asyncio.sleep(0.25)
         else:
             assert app.runtime.purge.purged == {}, why  # refused, and said so: nothing counted as purged
+
+
+async def test_a_repartition_topic_created_with_time_retention_is_named_at_start(broker_address, driver, unique,
+                                                                                  caplog):
+    from confluent_kafka.admin import NewTopic
+
+    app = sk.App(f"rpw-{unique}", broker=broker_address, driver=driver, commit_interval=0.5, web_enabled=False,
+                 **TEST_CONSUMER_SETTINGS)
+    source = app.topic(f"rpw-in-{unique}", key_type=str, value_type=Reading, partitions=2)
+    seen: list[int] = []
+
+    @app.agent(source)
+    async def by_sensor(stream):
+        async for reading in stream.group_by(Reading.sensor):
+            seen.append(reading.seq)
+
+    repartition = f"rpw-{unique}-by_sensor-sensor-repartition"
+    admin = AdminClient({"bootstrap.servers": broker_address})  # as an older streamkit created it
+    admin.create_topics([NewTopic(repartition, 2, 1, config={"retention.ms": "604800000"})])[repartition].result(15)
+    async with app.running():
+        await source.send(key="1", value=Reading("s1", 1))
+        await wait_for(lambda: seen == [1], 60, message="the record processed")
+    drift = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and repartition in r.getMessage()]
+    assert len(drift) == 1 and "retention.ms=604800000" in drift[0], drift

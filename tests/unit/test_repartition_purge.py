@@ -102,3 +102,28 @@ async def test_a_broker_that_refuses_deletes_is_told_once_and_purged_once_it_acc
         broker.faults.refuse_delete_records = False
         await wait_for(lambda: sum(broker.log_start.get(TP(repartition, p), 0) for p in range(2)) == 30, 10,
                        message="purged once the broker accepts")
+
+
+async def test_a_repartition_topic_an_older_version_created_with_time_retention_is_named_at_start(caplog):
+    app = make_app()
+    orders, seen, repartition = build(app)
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    broker.create_topic(repartition, 2)
+    broker.topic_configs[repartition] = {"retention.ms": "604800000"}  # as created before 2026-11-26
+    async with app.running():
+        await orders.send(key="1", value=Order(1, "user-1"))
+        await wait_for(lambda: seen == [1], 10, message="the record processed")
+    drift = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and repartition in r.getMessage()]
+    assert len(drift) == 1, drift
+    assert "retention.ms=604800000" in drift[0] and f"--entity-name {repartition} --add-config retention.ms=-1" in drift[0]
+
+
+async def test_a_repartition_topic_with_the_right_config_gets_no_warning(caplog):
+    app = make_app()
+    orders, seen, repartition = build(app)
+    async with app.running():
+        await orders.send(key="1", value=Order(1, "user-1"))
+        await wait_for(lambda: seen == [1], 10, message="the record processed")
+    async with app.running():  # the second start finds the topic existing, as created
+        pass
+    assert not [r for r in caplog.records if r.levelname == "WARNING" and repartition in r.getMessage()]
