@@ -1,7 +1,9 @@
 """The chaos harness's worker: sum per key in a table, one output per input.
 
 CHAOS_APP_ID, CHAOS_IN, CHAOS_OUT, CHAOS_PARTITIONS and CHAOS_GUARANTEE configure it (set by
-the controller; CHAOS_FINAL adds a tumbling per-minute count whose final values go there); the driver and broker come from STREAMKIT_DRIVER and STREAMKIT_BROKER.
+the controller; CHAOS_FINAL adds a tumbling per-minute count whose final values go there;
+CHAOS_FOLD runs the same as an ``@app.fold``); the driver and broker come from STREAMKIT_DRIVER
+and STREAMKIT_BROKER.
 """
 import os
 
@@ -24,11 +26,20 @@ else:
     per_minute = None
 
 
-@app.agent(inputs)
-async def add(stream):
-    """Add each input's sequence number to its key's sum and emit the sequence number once."""
-    async for event in stream.events():
-        sums[event.key] += event.value
-        if per_minute is not None:
-            per_minute[event.key] += 1
-        await outputs.send_soon(key=event.key, value=event.value)
+if os.environ.get("CHAOS_FOLD"):  # --fold: the same as a keyed fold, which the worker runs over each batch in hand
+    if per_minute is not None:
+        raise SystemExit("--fold and --windows: the fold keeps one table; run them separately")
+
+    @app.fold(inputs, table=sums, sink=[outputs])
+    def add(total, seq):
+        """Add each input's sequence number to its key's sum and emit the sequence number once."""
+        return total + seq, [seq]
+else:
+    @app.agent(inputs)
+    async def add(stream):
+        """Add each input's sequence number to its key's sum and emit the sequence number once."""
+        async for event in stream.events():
+            sums[event.key] += event.value
+            if per_minute is not None:
+                per_minute[event.key] += 1
+            await outputs.send_soon(key=event.key, value=event.value)

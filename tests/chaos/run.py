@@ -77,7 +77,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         records: int = 60000, kills: int = 20, workers: int = 3, keys: int = 1000, interval: float = 3.0,
         fault_seconds: float = 45.0, churn_seconds: float = 120.0, malformed: int = 10000,
         control: BrokerControl | None = None, drain_timeout: float = 240.0, workdir: Path | None = None,
-        seed: int | None = None, windows: bool = False, feed_seconds: float | None = None, log=print) -> Summary:
+        seed: int | None = None, windows: bool = False, feed_seconds: float | None = None, fold: bool = False,
+        log=print) -> Summary:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
     rng = random.Random(seed)
@@ -88,12 +89,13 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     label = {"outage": f"outage{fault_seconds:.0f}", "freeze": f"freeze{fault_seconds:.0f}",
-             "churn": f"churn{churn_seconds:.0f}"}.get(scenario, scenario)  # as chaos-matrix.sh names them
+             "churn": f"churn{churn_seconds:.0f}"}.get(scenario, scenario) + ("-fold" if fold else "")  # as chaos-matrix.sh names them
     summary = Summary(driver, guarantee, label, records)
     exact = guarantee == "exactly_once"
     started = time.monotonic()
     create_topics(broker, names)
-    pool = [Worker(i, broker, driver, guarantee, names, workdir) for i in range(workers)]
+    env = {"CHAOS_FOLD": "1"} if fold else None
+    pool = [Worker(i, broker, driver, guarantee, names, workdir, env=env) for i in range(workers)]
     disk = SmallDisk(pool[0].data_dir) if scenario == "diskfull" else None
     if disk is not None:
         disk.mount()  # worker 0 keeps its tables on a disk the scenario fills
@@ -237,13 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--windows", action="store_true",
                         help="also count per key per minute of event time in a tumbling window and check each "
                              "closed window's final value against the truth")
+    parser.add_argument("--fold", action="store_true",
+                        help="run the sum as an @app.fold (the batch loop of function agents) instead of async for")
     parser.add_argument("--workdir", type=Path, default=None, help="data dirs and worker logs (default: a temp dir)")
     args = parser.parse_args(argv)
     control = BrokerControl(args.broker_stop, args.broker_start, args.broker_pid_file)
     summary = run(args.broker, args.driver, guarantee=args.guarantee, scenario=args.scenario, records=args.records,
                   kills=args.kills, workers=args.workers, interval=args.interval, fault_seconds=args.fault_seconds,
                   churn_seconds=args.churn_seconds, malformed=args.malformed, control=control, seed=args.seed,
-                  workdir=args.workdir, windows=args.windows)
+                  workdir=args.workdir, windows=args.windows, fold=args.fold)
     print(summary.line())
     return 0 if summary.ok else 1
 

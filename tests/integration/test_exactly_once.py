@@ -25,3 +25,14 @@ def test_chaos_twenty_sigkills_lose_and_duplicate_nothing(broker_address, driver
     summary = run(broker_address, driver, records=60_000, kills=20, workers=3, workdir=tmp_path, seed=20)
     print("\n" + summary.line())
     assert summary.ok, summary.line() + f" (worker logs in {tmp_path})"
+
+
+@pytest.mark.requires("read_committed_hides_aborted")
+@pytest.mark.parametrize("driver", ["confluent", "aiokafka"])
+def test_chaos_sigkills_of_a_fold_lose_and_duplicate_nothing(broker_address, driver, capabilities, tmp_path):
+    """The same sum as an ``@app.fold``: the worker runs it over each batch in hand (agents/functions.py)."""
+    if driver == "aiokafka":
+        require_capability(capabilities, "aiokafka_transactions")
+    summary = run(broker_address, driver, records=20_000, kills=6, workers=3, workdir=tmp_path, seed=6, fold=True)
+    print("\n" + summary.line())
+    assert summary.ok and summary.scenario == "kill-fold", summary.line() + f" (worker logs in {tmp_path})"
