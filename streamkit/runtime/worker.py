@@ -91,6 +91,11 @@ class Runtime(Service):
         self._gc_tuned = False
         super().__init__(**kwargs)
 
+    @property
+    def stopping(self) -> bool:
+        """The worker is stopping: its clients close under whatever still runs."""
+        return self._stopping
+
     # -- startup --------------------------------------------------------------------------------
 
     async def ensure_topics(self) -> None:

@@ -213,6 +213,9 @@ class TableManager:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if getattr(self.runtime, "stopping", False):  # its consumer closed under it: a clean stop, not a fault
+                log.info("table recovery abandoned: the worker is stopping (%r)", exc)
+                return
             log.exception("table recovery failed")
             await self.runtime.fail(exc)
             return

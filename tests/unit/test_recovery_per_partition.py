@@ -125,3 +125,36 @@ async def test_offsets_decide_when_a_partition_is_restored_not_a_quiet_period(mo
                                             settle=600, idle_limit=600), 10)
     assert applied == 57 and sorted(done) == sorted(stores)
     assert [len(list(store.items())) for store in stores.values()] == [50, 0, 7]
+
+
+async def test_a_recovery_cut_short_by_the_worker_stopping_does_not_halt_it(tmp_path, monkeypatch):
+    """An assignment that arrives while the consumer closes (cooperative rebalancing does this
+    on Apache Kafka) starts a recovery whose broker calls fail with "handle destroyed": that
+    is a clean stop, not a worker halting with an error."""
+    name = f"stop-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, data_dir=str(tmp_path),
+                 commit_interval=0.05)
+    source = app.topic("in", key_type=str, value_type=int, partitions=2)
+    totals = app.Table("totals", default=int)
+
+    @app.agent(source)
+    async def add(stream):
+        async for key, value in stream.items():
+            totals[key] += value
+
+    async with app.running():
+        runtime = app.runtime
+        manager = runtime.tables
+        await wait_for(lambda: len(runtime.assigned) == 2, 10, message="both partitions assigned")
+
+        async def closing(stores):
+            runtime._stopping = True  # as on_stop sets it while the consumer closes
+            raise RuntimeError("Failed to get committed offsets: Local: Broker handle destroyed for termination")
+
+        monkeypatch.setattr(manager, "_blocks", closing)
+        for table in app.tables.values():
+            table.local.clear()  # every partition needs recovering again
+        await manager.rebalanced(set(runtime.assigned))
+        assert manager._recovering is not None
+        await manager._recovering
+        assert runtime.fatal is None and not runtime.failed.is_set()
