@@ -94,8 +94,9 @@ class RepartitionPurge:
         if refused:
             self.refusals += 1
             level = logging.WARNING if self.refusals == 1 else logging.DEBUG
+            reasons = "; ".join(f"{tp.topic}[{tp.partition}]: {why}" for tp, why in refused.items())
             log.log(level, "the broker did not delete processed records of repartition topics (%s): they stay "
-                    "until a later purge (a broker that keeps refusing is asked less often, up to hourly)", "; ".join(f"{tp.topic}[{tp.partition}]: {why}" for tp, why in refused.items()))
+                    "until a later purge (a broker that keeps refusing is asked less often, up to hourly)", reasons)
         done = {tp: offset for tp, offset in due.items() if tp not in refused}
         self.purged.update(done)
         return done

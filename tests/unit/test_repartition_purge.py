@@ -115,7 +115,8 @@ async def test_a_repartition_topic_an_older_version_created_with_time_retention_
         await wait_for(lambda: seen == [1], 10, message="the record processed")
     drift = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and repartition in r.getMessage()]
     assert len(drift) == 1, drift
-    assert "retention.ms=604800000" in drift[0] and f"--entity-name {repartition} --add-config retention.ms=-1" in drift[0]
+    assert "retention.ms=604800000" in drift[0]
+    assert f"--entity-name {repartition} --add-config retention.ms=-1" in drift[0]
 
 
 async def test_a_repartition_topic_with_the_right_config_gets_no_warning(caplog):
