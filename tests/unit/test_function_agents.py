@@ -25,6 +25,12 @@ def prefill(app, topic: str, values: list[int], partitions: int = 1) -> MemoryBr
     return broker
 
 
+def in_and_out(app):
+    """One-partition int topics: what the function reads, where its outputs go."""
+    return (app.topic("in", key_type=str, value_type=int, partitions=1),
+            app.topic("out", key_type=str, value_type=int, partitions=1))
+
+
 def outputs(broker: MemoryBroker, topic: str) -> list[int]:
     """The values a read_committed reader sees (no transaction markers, nothing aborted)."""
     return [int(m.value) for part in broker.logs.get(topic, []) for m in part
@@ -38,8 +44,7 @@ def committed(app, topic: str) -> int:
 
 async def test_a_record_that_fails_mid_batch_is_retried_then_dead_lettered_and_no_other_is_repeated():
     app = make_app(agent_retries=1)
-    source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+    source, out = in_and_out(app)
     calls: list[int] = []
 
     @app.agent(source, sink=[out])
@@ -60,8 +65,7 @@ async def test_a_record_that_fails_mid_batch_is_retried_then_dead_lettered_and_n
 
 async def test_a_full_producer_mid_batch_waits_for_room_and_loses_no_output():
     app = make_app()
-    source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+    source, out = in_and_out(app)
 
     @app.agent(source, sink=[out])
     def same(value):
@@ -77,8 +81,7 @@ async def test_a_full_producer_mid_batch_waits_for_room_and_loses_no_output():
 
 async def test_a_fold_whose_second_output_finds_no_room_sends_the_rest_in_order():
     app = make_app()
-    source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+    source, out = in_and_out(app)
     totals = app.Table("totals", default=int)
 
     @app.fold(source, table=totals, sink=[out])
@@ -99,8 +102,7 @@ async def test_a_function_agent_takes_every_checkpoint_between_records(guarantee
     """A checkpoint commits between two records of a batch (exactly-once closes the barrier
     mid-batch): the committed offset always matches the outputs sent for the records below it."""
     app = make_app(processing_guarantee=guarantee)
-    source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+    source, out = in_and_out(app)
 
     @app.agent(source, sink=[out])
     def same(value):
@@ -114,8 +116,7 @@ async def test_a_function_agent_takes_every_checkpoint_between_records(guarantee
 
 async def test_a_function_over_records_without_output_acks_them_in_the_loop():
     app = make_app()
-    source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+    source, out = in_and_out(app)
 
     @app.agent(source, sink=[out])
     def multiples_of_ten(value):
@@ -152,8 +153,7 @@ async def test_records_before_the_one_that_failed_count_as_processed_at_once():
 
 async def test_asking_a_function_agent_with_a_sink_gets_its_output_back():
     app = make_app()
-    source = app.topic("in", key_type=str, value_type=int, partitions=1)
-    out = app.topic("out", key_type=str, value_type=int, partitions=1)
+    source, out = in_and_out(app)
 
     @app.agent(source, sink=[out])
     def triple(value):
