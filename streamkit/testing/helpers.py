@@ -36,7 +36,8 @@ def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, 
     ``STREAMKIT_*`` security settings apply, as to an app). Stops once ``expect`` records
     arrived, or after ``idle`` seconds without new ones, or (``to_end``, for a topic nobody
     writes any more) once every partition was read up to the end its last fetch reported and
-    ``END_SETTLE`` passed without new records.
+    ``END_SETTLE`` passed without new records. With ``to_end`` a pause is not an end: ``idle``
+    does not apply (a loaded broker can answer a fetch slowly), only ``timeout`` bounds the read.
     """
     meta = AdminClient(confluent_conf(where)).list_topics(topic, timeout=10)
     partitions = list(meta.topics[topic].partitions)
@@ -56,7 +57,7 @@ def read_topic(where: str | Settings, topic: str, *, expect: int | None = None, 
                 last_new = time.monotonic()
             if expect is not None and len(records) >= expect:
                 break
-            if expect is None and time.monotonic() - last_new > idle:
+            if expect is None and not to_end and time.monotonic() - last_new > idle:
                 break
             if to_end and expect is None and time.monotonic() - last_new >= END_SETTLE and at_end(consumer):
                 break
