@@ -11,8 +11,8 @@ One run against one broker:
    - ``<driver>-<store>`` for driver in (aiokafka, confluent) and store in (rocksdb, memory):
      ``Settings(broker=..., driver=driver)``, ``create_driver(settings)``, one empty store per
      changelog partition (``RocksStore(<tmpdir>/<p>)`` or ``MemoryStore()``), then times
-     ``await replay(driver, stores, RecoveryProgress(), settle=--settle, check=, on_bad=, blocks=)``
-     as the worker's restore calls it (every value decoded by the table's codec, here untyped
+     ``await replay(driver, stores, RecoveryProgress(), settle=--settle, bad_values=, on_bad=, blocks=)``
+     as the worker's restore calls it (every value checked by a default table's decoding, tagged
      JSON, before it is applied; the changelog fed through at-least-once checkpoint blocks);
      afterwards checks
      the number replayed == N, every store's offset == its partition's end offset - 1, the key
@@ -153,26 +153,23 @@ def timed_store_classes():
 
 
 def worker_checks(stores: dict[Any, Any]) -> dict[str, Any]:
-    """What the worker's restore does besides applying (tables/manager.py): every value decoded
-    by the table's codec (here the app default, untyped JSON) before it is applied, and an
-    at-least-once table's changelog fed through its checkpoint blocks (marks.py)."""
-    from streamkit.codecs import JsonCodec
+    """What the worker's restore does besides applying (tables/manager.py): every value checked
+    by the table's own decoding (a default ``app.Table``: tagged JSON) before it is applied, and
+    an at-least-once table's changelog fed through its checkpoint blocks (marks.py)."""
+    import streamkit
     from streamkit.tables.marks import MarkedBlocks
 
-    decode = JsonCodec().decode
+    table = streamkit.App("bench-recovery").Table("counts", default=int)
+    check = table.entries.bad_values
 
-    def check(_tp: Any, raw: bytes) -> BaseException | None:
-        try:
-            decode(raw)
-        except Exception as exc:
-            return exc
-        return None
+    def bad_values(_tp: Any, values: Any) -> list[Any]:
+        return check(values)
 
     async def on_bad(_tp: Any, message: Any, problem: BaseException) -> None:
         raise SystemExit(f"a benchmark changelog record did not decode: {problem!r}")
 
     blocks = {tp: MarkedBlocks(lambda _offsets: True, marked=False, after=store.offset) for tp, store in stores.items()}
-    return {"check": check, "on_bad": on_bad, "blocks": blocks}
+    return {"bad_values": bad_values, "on_bad": on_bad, "blocks": blocks}
 
 
 async def run_replay(args: argparse.Namespace, driver_name: str, store_kind: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import StoreWriteFailed
 from ..runtime.dead_letters import dead_letter_headers
@@ -41,7 +41,7 @@ class TableManager:
         self.stores: dict[tuple[str, int], Store] = {}
         self.rocks_memory = RocksTuning.from_settings(self.app.conf.rocksdb_options).shared()
         self.progress = RecoveryProgress()
-        self.tailer = Tailer(runtime.driver, self.check_value, self.bad_changelog_record)
+        self.tailer = Tailer(runtime.driver, self.bad_values, self.bad_changelog_record)
         self._recovering: asyncio.Task | None = None
         self._placement_stale = False  # membership changed while a recovery ran
         # on_window_close calls of windows emitted at a checkpoint: run once it committed, outside
@@ -72,16 +72,11 @@ class TableManager:
 
     # -- changelog records nobody can read ------------------------------------------------------
 
-    def check_value(self, tp: TP, raw: bytes) -> BaseException | None:
-        """None if the table of changelog ``tp`` can decode ``raw`` (recovery applies only those)."""
+    def bad_values(self, tp: TP, values: Sequence[bytes | None]) -> list[tuple[int, BaseException]]:
+        """The values of changelog ``tp`` its table cannot decode, by index (recovery applies
+        only the others)."""
         table = self._by_changelog.get(tp.topic)
-        if table is None:
-            return None
-        try:
-            table.entries.decode_value(raw)
-        except Exception as exc:
-            return exc
-        return None
+        return [] if table is None else table.entries.bad_values(values)
 
     async def bad_changelog_record(self, tp: TP, message: Message, problem: BaseException) -> None:
         table = self._by_changelog[tp.topic]
@@ -209,7 +204,7 @@ class TableManager:
                 await self.runtime.wait_stable_offsets(paused)
             blocks.update(await self._blocks(stores))
             replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done,
-                                    check=self.check_value, on_bad=self.bad_changelog_record, blocks=blocks)
+                                    bad_values=self.bad_values, on_bad=self.bad_changelog_record, blocks=blocks)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

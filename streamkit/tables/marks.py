@@ -23,6 +23,7 @@ from typing import Callable
 import orjson
 
 from ..transport.base import Headers, Message
+from ..transport.columns import Columns
 
 MARK_KEY = b"\xff\x00streamkit.mark\x00\xff"  # one key per partition: compaction keeps the newest
 MARK_HEADER = "streamkit-mark"
@@ -53,6 +54,20 @@ def committed_covers(committed: dict[str, int | None]) -> Accept:
     def accept(offsets: dict[str, int]) -> bool:
         return all(offset <= (committed[topic] or 0) for topic, offset in offsets.items() if topic in committed)
     return accept
+
+
+def cut(items: list, start: int, end: int) -> list:
+    """``items[start:end]``, without a copy when that is all of it."""
+    return items if start == 0 and end == len(items) else items[start:end]
+
+
+def put_all(target: dict[bytes, bytes | None], keys: list[bytes | None], values: list[bytes | None]) -> None:
+    """``target[key or b""] = value`` for each pair in order, at dict speed."""
+    target.update(zip(keys, values))
+    if None in target:  # a record without a key (not a table's): stored under b"", as one by one
+        del target[None]
+        for key, value in zip(keys, values):
+            target[key or b""] = value
 
 
 class MarkedBlocks:
@@ -99,6 +114,23 @@ class MarkedBlocks:
             return value
         self.drop()
         return None
+
+    def feed_run(self, columns: Columns, start: int, end: int, batch: dict[bytes, bytes | None]) -> None:
+        """``feed_fields`` for the records ``start:end`` of ``columns``, none of them a mark:
+        one dict update where no offset gap can end a pending block, else record by record."""
+        if end <= start:
+            return
+        offsets = columns.offsets
+        if self.marked and not columns.contiguous(start, end):
+            feed = self.feed_fields
+            for i in range(start, end):
+                feed(offsets[i], columns.keys[i], columns.values[i], False, batch)
+            return
+        if self.pending and self.last is not None and offsets[start] != self.last + 1:
+            batch.update(self.pending)  # the gap rule of feed_fields, at the run's start
+            self.pending = {}
+        self.last = offsets[end - 1]
+        put_all(self.pending if self.marked else batch, cut(columns.keys, start, end), cut(columns.values, start, end))
 
     def drop(self) -> None:
         """The pending block will never be applied: its keys need repairing."""

@@ -1,10 +1,11 @@
 """Replaying changelogs into stores: active recovery (bounded) and standby/global tailing.
 
 Records are applied as raw bytes, one store batch per fetched batch, each batch recording the
-changelog offset it reached, so an interrupted recovery resumes where it stopped. Each value is
-checked first (``Check``): one the table cannot decode (written to the changelog by something
-else) is not applied but handed to the error policy with its table and offset, instead of
-failing later, when some agent reads that key.
+changelog offset it reached, so an interrupted recovery resumes where it stopped. Batches are
+fetched as columns (offsets, keys, values: transport/columns.py) and applied a run at a time.
+Each value is checked first (``BadValues``): one the table cannot decode (written to the
+changelog by something else) is not applied but handed to the error policy with its table and
+offset, instead of failing later, when some agent reads that key.
 """
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import logging
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
 from ..transport.base import TP, Driver, Message
+from ..transport.columns import Columns
 from ..transport.reader import read_forever
-from .marks import MARK_KEY, MarkedBlocks, is_mark
+from .marks import MARK_KEY, MarkedBlocks, cut, is_mark, put_all
 from .stores import Store
 
 log = logging.getLogger("streamkit.recovery")
@@ -51,52 +53,85 @@ class RecoveryProgress:
                 f"recovery: {self.done}/{self.total} records, {self.rate:,.0f}/s")
 
 
-# Checks one changelog value: None if the table can read it, else the reason.
-Check = Callable[[TP, bytes], "BaseException | None"]
-# What happens to a record a Check refused (the error policy).
+# The values of one fetched batch a table cannot decode: (index, problem) each (the rest apply).
+BadValues = Callable[[TP, Sequence["bytes | None"]], "list[tuple[int, BaseException]]"]
+# What happens to a record BadValues named (the error policy).
 OnBad = Callable[[TP, Message, BaseException], Awaitable[None]]
 
 
-async def _apply(store: Store, tp: TP, messages: list[Message], check: Check | None, on_bad: OnBad | None,
+async def _apply(store: Store, tp: TP, columns: Columns, bad_values: BadValues | None, on_bad: OnBad | None,
                  blocks: MarkedBlocks | None = None) -> None:
     """Apply one fetched batch to ``store``; with ``blocks`` (at-least-once tables), a
     checkpoint block at a time (marks.py), else every record as it comes (marks skipped).
-    Each record's fields are read once: on the confluent driver every read is a call into C."""
+    The runs between marks go in whole (dict updates); a batch with a value the table cannot
+    read goes record by record (``_apply_one_by_one``, the reference the bulk path matches)."""
+    keys, values, offsets = columns.keys, columns.values, columns.offsets
+    marks = [i for i, key in enumerate(keys) if key == MARK_KEY and is_mark(columns.message(i))] \
+        if MARK_KEY in keys else []
+    if bad_values is not None:
+        skipped = set(marks)
+        problems = bad_values(tp, [None if i in skipped else v for i, v in enumerate(values)] if marks else values)
+        if problems:
+            await _apply_one_by_one(store, tp, columns, dict(problems), marks, on_bad, blocks)
+            return
+    batch: dict[bytes, bytes | None] = {}
+    offset: int | None = None
+    sources: bytes | None = None
+    start, count = 0, len(offsets)
+    for i in (*marks, count):
+        if i > start:  # records start..i-1, none a mark
+            if blocks is None:
+                put_all(batch, cut(keys, start, i), cut(values, start, i))
+            else:
+                blocks.feed_run(columns, start, i, batch)
+            if blocks is None or not blocks.marked:
+                offset = offsets[i - 1]
+        if i < count:  # a mark
+            offset = offsets[i]  # a dropped block is passed over too: its keys are repaired
+            if blocks is not None:
+                sources = blocks.feed_fields(offsets[i], keys[i], values[i], True, batch) or sources
+        start = i + 1
+    if batch or offset is not None:
+        store.apply(batch, offset, sources)
+
+
+async def _apply_one_by_one(store: Store, tp: TP, columns: Columns, problems: dict[int, BaseException],
+                            marks: list[int], on_bad: OnBad | None, blocks: MarkedBlocks | None = None) -> None:
+    """``_apply`` a record at a time: the values in ``problems`` go to the error policy, not
+    into the store."""
     batch: dict[bytes, bytes | None] = {}
     offset: int | None = None
     sources: bytes | None = None
     feed = blocks.feed_fields if blocks is not None else None
-    for m in messages:
-        key, value = m.key, m.value
-        mark = key == MARK_KEY and is_mark(m)
-        if value is not None and check is not None and not mark:
-            problem = check(tp, value)
-            if problem is not None:
-                if on_bad is not None:
-                    await on_bad(tp, m, problem)
-                if blocks is None or not blocks.marked:
-                    offset = m.offset
-                continue
+    is_mark_at = set(marks)
+    for i, (record_offset, key, value) in enumerate(zip(columns.offsets, columns.keys, columns.values)):
+        mark = i in is_mark_at
+        problem = problems.get(i)
+        if problem is not None:
+            if on_bad is not None:
+                await on_bad(tp, columns.message(i), problem)
+            if blocks is None or not blocks.marked:
+                offset = record_offset
+            continue
         if feed is None:
             if not mark:
                 batch[key or b""] = value
             continue
         assert blocks is not None
-        record_offset = m.offset
         released = feed(record_offset, key, value, mark, batch)
         if mark:
             offset = record_offset  # a dropped block is passed over too: its keys are repaired
             sources = released or sources
         elif not blocks.marked:
             offset = record_offset
-    if feed is None and messages:
-        offset = messages[-1].offset  # every record was applied or handed to the error policy
+    if feed is None and columns.offsets:
+        offset = columns.offsets[-1]  # every record was applied or handed to the error policy
     if batch or offset is not None:
         store.apply(batch, offset, sources)
 
 
 async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProgress,
-                 on_done: Callable[[TP], None] | None = None, check: Check | None = None,
+                 on_done: Callable[[TP], None] | None = None, bad_values: BadValues | None = None,
                  on_bad: OnBad | None = None, report_every: float = 3.0,
                  settle: float = 0.3, idle_limit: float = 3.0,
                  blocks: dict[TP, MarkedBlocks] | None = None) -> int:
@@ -147,15 +182,16 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
             return not exact and positions[tp] >= ends[tp] and now - last_data[tp] >= settle
 
         while pending:
-            batches = await consumer.getmany(0.1, 10000)
+            batches = await consumer.getmany_columns(0.1, 10000)
             now = time.monotonic()
-            for tp, messages in batches.items():
-                if messages:
-                    await _apply(stores[tp], tp, messages, check, on_bad, (blocks or {}).get(tp))
-                    positions[tp] = messages[-1].offset + 1
-                    applied += len(messages)
-                    progress.done += len(messages)
-                    progress.per_partition[tp][0] += len(messages)
+            for tp, columns in batches.items():
+                count = len(columns)
+                if count:
+                    await _apply(stores[tp], tp, columns, bad_values, on_bad, (blocks or {}).get(tp))
+                    positions[tp] = columns.offsets[-1] + 1
+                    applied += count
+                    progress.done += count
+                    progress.per_partition[tp][0] += count
                     last_data[tp] = last_any = now
             for tp in sorted(pending):
                 if batches.get(tp) and positions[tp] < ends[tp]:
@@ -195,9 +231,9 @@ class Tailer:
     stores' offsets after a growing pause; a dead tailer would leave a GlobalTable silently stale.
     """
 
-    def __init__(self, driver: Driver, check: Check | None = None, on_bad: OnBad | None = None) -> None:
+    def __init__(self, driver: Driver, bad_values: BadValues | None = None, on_bad: OnBad | None = None) -> None:
         self.driver = driver
-        self.check = check
+        self.bad_values = bad_values
         self.on_bad = on_bad
         self.stores: dict[TP, Store] = {}
         self.blocks: dict[TP, MarkedBlocks] = {}
@@ -237,15 +273,15 @@ class Tailer:
         try:
             starts = {tp: (s.offset + 1 if s.offset is not None else 0) for tp, s in self.stores.items()}
             await consumer.assign(list(self.stores), starts)
-            await read_forever(consumer, self._on_records, name="changelog tailer")
+            await read_forever(consumer, self._on_records, name="changelog tailer", fetch=consumer.getmany_columns)
         finally:
             await consumer.stop()
 
-    async def _on_records(self, tp: TP, messages: list[Message]) -> None:
+    async def _on_records(self, tp: TP, columns: Columns) -> None:
         store = self.stores.get(tp)
         if store is not None:
-            await _apply(store, tp, messages, self.check, self.on_bad, self.blocks.get(tp))
-            self.applied += len(messages)
+            await _apply(store, tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp))
+            self.applied += len(columns)
 
     async def stop(self) -> None:
         if self._task is not None:

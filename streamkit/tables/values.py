@@ -23,17 +23,19 @@ import math
 import uuid
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 
-from ..codecs import Codec
+from ..codecs import Codec, JsonCodec, RawCodec
 from ..errors import DecodeError
 
 TAG = "__sk__"
 _PLAIN = (str, int, float, bool, type(None))
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1  # what JSON parsers (orjson) take as integers
 ENTRY_PREFIX = b'{"__sk__":"kv",'
+_TAGGED = b'"__sk__"'  # in a value that may need rebuilding (TypedJsonCodec.decode)
+_NEVER = object()
 
 
 def _class_name(cls: type) -> str:
@@ -162,7 +164,7 @@ class TypedJsonCodec(Codec):
             value = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise DecodeError(f"invalid JSON: {exc}") from None
-        if b'"__sk__"' not in data:  # plain JSON: nothing to rebuild
+        if _TAGGED not in data:  # plain JSON: nothing to rebuild
             return value
         try:
             return untag(value)
@@ -179,6 +181,10 @@ class TableEntries:
         self.value_codec = value_codec
         self.key_declared = key_declared
         self._json_values = value_codec.name in ("json", "typed-json", "pydantic")
+        # Plain JSON decodes wherever it parses: tagged JSON's untagged values, untyped json's all
+        self._parse_decides = isinstance(value_codec, TypedJsonCodec) or (
+            isinstance(value_codec, JsonCodec) and value_codec.type is None)
+        self._never_fails = isinstance(value_codec, RawCodec)
 
     def carries_key(self, key: Any) -> bool:
         """True for keys iteration could not give back from their bytes alone."""
@@ -193,6 +199,29 @@ class TableEntries:
                             f"for keys of type {type(key).__name__}")
         encoded = self.value_codec.encode(value)
         return orjson.dumps({TAG: "kv", "k": tag(key), "v": orjson.Fragment(encoded)})
+
+    def bad_values(self, values: Sequence[bytes | None]) -> list[tuple[int, BaseException]]:
+        """``(index, problem)`` of each value this table could not read, for a restore to pass
+        over. Where parsing decides (plain JSON, the common case) a batch costs one parse per
+        value in one loop; anything tagged, or any failure, is decoded the way a read would."""
+        if self._never_fails:
+            return []
+        if self._parse_decides:
+            loads = orjson.loads
+            try:
+                if all(raw is None or (_TAGGED not in raw and loads(raw) is not _NEVER) for raw in values):
+                    return []
+            except orjson.JSONDecodeError:
+                pass  # which one: below
+        bad: list[tuple[int, BaseException]] = []
+        decode = self.decode_value
+        for index, raw in enumerate(values):
+            if raw is not None:
+                try:
+                    decode(raw)
+                except Exception as exc:
+                    bad.append((index, exc))
+        return bad
 
     def decode_value(self, raw: bytes) -> Any:
         if raw.startswith(ENTRY_PREFIX):

@@ -19,6 +19,7 @@ from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .columns import Columns
 from .aiokafka_batches import BatchedSends, transaction_error
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
@@ -39,6 +40,11 @@ class _Listener(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         await self._on_assigned([TP(tp.topic, tp.partition) for tp in assigned])
+
+
+def _message(r: Any) -> Message:
+    """An aiokafka ConsumerRecord as a streamkit Message."""
+    return Message(r.topic, r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp)
 
 
 def _tps(tps: Sequence[TP]) -> list[TopicPartition]:
@@ -108,6 +114,13 @@ class AiokafkaConsumer(Consumer):
                 Message(topic, partition, r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in records
             ]
         return out
+
+    async def getmany_columns(self, timeout: float, max_records: int) -> dict[TP, Columns]:
+        """Fields straight from aiokafka's records; a ``Message`` only for a record asked for."""
+        fetched = await self._client.getmany(timeout_ms=int(timeout * 1000), max_records=max_records)
+        return {TP(tp.topic, tp.partition): Columns([r.offset for r in records], [r.key for r in records],
+                                                    [r.value for r in records], records, _message)
+                for tp, records in fetched.items()}
 
     def assignment(self) -> set[TP]:
         return {TP(tp.topic, tp.partition) for tp in self._client.assignment()}

@@ -11,9 +11,12 @@ import logging
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Awaitable, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Sequence
 
 from ..errors import TransactionsUnsupported
+
+if TYPE_CHECKING:
+    from .columns import Columns
 
 Headers = list[tuple[str, bytes]]
 log = logging.getLogger("streamkit.transport")
@@ -167,6 +170,13 @@ class Consumer(abc.ABC):
     @abc.abstractmethod
     async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
         """Return what is ready, per partition, waiting at most ``timeout`` seconds."""
+
+    async def getmany_columns(self, timeout: float, max_records: int) -> dict[TP, "Columns"]:
+        """``getmany`` for a bulk reader: each partition's offsets, keys and values as lists
+        (columns.py). Drivers that can build them without a ``Message`` per record do."""
+        from .columns import Columns
+
+        return {tp: Columns.of(messages) for tp, messages in (await self.getmany(timeout, max_records)).items()}
 
     @abc.abstractmethod
     def assignment(self) -> set[TP]: ...

@@ -4,30 +4,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import inspect
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .base import TP, Consumer, Message
 
 log = logging.getLogger("streamkit.reader")
 
 
-async def read_forever(consumer: Consumer, handle: Callable[[TP, list[Message]], Any], *, name: str,
-                       timeout: float = 0.2, max_records: int = 10000) -> None:
+async def read_forever(consumer: Consumer, handle: Callable[[TP, Any], Any], *, name: str,
+                       timeout: float = 0.2, max_records: int = 10000,
+                       fetch: Callable[[float, int], Awaitable[dict[TP, Any]]] | None = None) -> None:
     """Hand every non-empty fetched batch to ``handle`` (sync or async) until cancelled; fetch
     errors are logged and retried after a second (a broker restart must not end the loop); an
-    error of ``handle`` ends it (the caller supervises)."""
+    error of ``handle`` ends it (the caller supervises). ``fetch``: how (default
+    ``consumer.getmany``: lists of Messages; ``consumer.getmany_columns`` gives Columns)."""
+    fetch = fetch or consumer.getmany
     while True:
         try:
-            batches = await consumer.getmany(timeout, max_records)
+            batches = await fetch(timeout, max_records)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning("%s: %r (retrying)", name, exc)
             await asyncio.sleep(1.0)
             continue
-        for tp, messages in batches.items():
-            if messages:
-                result = handle(tp, messages)
+        for tp, records in batches.items():
+            if len(records):
+                result = handle(tp, records)
                 if inspect.isawaitable(result):
                     await result
 
