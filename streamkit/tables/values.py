@@ -35,7 +35,6 @@ _PLAIN = (str, int, float, bool, type(None))
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1  # what JSON parsers (orjson) take as integers
 ENTRY_PREFIX = b'{"__sk__":"kv",'
 _TAGGED = b'"__sk__"'  # in a value that may need rebuilding (TypedJsonCodec.decode)
-_NEVER = object()
 
 
 def _class_name(cls: type) -> str:
@@ -172,6 +171,20 @@ class TypedJsonCodec(Codec):
             raise DecodeError(f"cannot rebuild a tagged table value: {type(exc).__name__}: {exc}") from None
 
 
+def _all_plain_json(values: Sequence[bytes | None]) -> bool:
+    """True if every value is None or JSON without a tag: a parse decides it (no decode)."""
+    loads = orjson.loads
+    try:
+        for raw in values:
+            if raw is not None:
+                if _TAGGED in raw:
+                    return False
+                loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 class TableEntries:
     """A table's encoding of (key, value) pairs: its value codec, plus the key where only the
     entry can carry its type (a non-str key without a declared key_type)."""
@@ -206,13 +219,8 @@ class TableEntries:
         value in one loop; anything tagged, or any failure, is decoded the way a read would."""
         if self._never_fails:
             return []
-        if self._parse_decides:
-            loads = orjson.loads
-            try:
-                if all(raw is None or (_TAGGED not in raw and loads(raw) is not _NEVER) for raw in values):
-                    return []
-            except orjson.JSONDecodeError:
-                pass  # which one: below
+        if self._parse_decides and _all_plain_json(values):
+            return []
         bad: list[tuple[int, BaseException]] = []
         decode = self.decode_value
         for index, raw in enumerate(values):
