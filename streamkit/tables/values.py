@@ -195,9 +195,10 @@ class TableEntries:
         self.key_declared = key_declared
         self._json_values = value_codec.name in ("json", "typed-json", "pydantic")
         # Plain JSON decodes wherever it parses: tagged JSON's untagged values, untyped json's all
-        self._parse_decides = isinstance(value_codec, TypedJsonCodec) or (
-            isinstance(value_codec, JsonCodec) and value_codec.type is None)
-        self._never_fails = isinstance(value_codec, RawCodec)
+        # (these very classes: a subclass may decode differently)
+        self._parse_decides = type(value_codec) is TypedJsonCodec or (
+            type(value_codec) is JsonCodec and value_codec.type is None)
+        self._never_fails = type(value_codec) is RawCodec
 
     def carries_key(self, key: Any) -> bool:
         """True for keys iteration could not give back from their bytes alone."""

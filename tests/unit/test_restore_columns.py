@@ -101,3 +101,22 @@ def test_a_mark_value_is_never_checked_as_a_table_value():
                        MarkedBlocks(lambda offsets: True, marked=False)))
     assert seen == [[b"1", None, b"2"]]
     assert store.data == {b"a": b"1"}  # b waits for the next mark: the opening mark began a block
+
+
+def test_a_table_names_each_value_it_cannot_read_and_only_those():
+    import streamkit as sk
+
+    app = sk.App("bad-values")
+    plain = app.Table("plain", default=int).entries
+    values = [b'{"n": 1}', None, b"2", b"not json", b'{"__sk__":"set","v":[1]}', b'{"__sk__":"nope"}', b""]
+    assert [i for i, _ in plain.bad_values(values)] == [3, 5, 6]
+    assert plain.bad_values([b"1", None, b'"x"']) == []
+    assert [i for i, _ in plain.bad_values([b"1", b'{"__sk__":"nope"}'])] == [1]  # parses, cannot be rebuilt
+
+    class Strict(sk.Record):
+        n: int
+
+    typed = app.Table("typed", value_type=Strict).entries
+    assert [i for i, _ in typed.bad_values([b'{"n": 1}', b'{"n": "x"}', b"[]"])] == [1, 2]
+    raw = app.Table("raw", value_type=bytes).entries
+    assert raw.bad_values([b"\xff", b""]) == []
