@@ -69,8 +69,11 @@ async def _apply(store: Store, tp: TP, columns: Columns, bad_values: BadValues |
     marks = [i for i, key in enumerate(keys) if key == MARK_KEY and is_mark(columns.message(i))] \
         if MARK_KEY in keys else []
     if bad_values is not None:
-        skipped = set(marks)
-        problems = bad_values(tp, [None if i in skipped else v for i, v in enumerate(values)] if marks else values)
+        if marks:  # a mark's value is no table value
+            checked = list(values)
+            for i in marks:
+                checked[i] = None
+        problems = bad_values(tp, checked if marks else values)
         if problems:
             await _apply_one_by_one(store, tp, columns, dict(problems), marks, on_bad, blocks)
             return

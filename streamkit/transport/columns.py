@@ -41,5 +41,6 @@ class Columns:
         return record if self._wrap is None else self._wrap(record)
 
     def contiguous(self, start: int, end: int) -> bool:
-        """True if the records ``start:end`` have consecutive offsets (none compacted away between)."""
-        return end <= start or self.offsets[end - 1] - self.offsets[start] == end - 1 - start
+        """True if the records ``start:end`` (``start < end``) have consecutive offsets (none
+        compacted away between)."""
+        return self.offsets[end - 1] - self.offsets[start] == end - 1 - start
