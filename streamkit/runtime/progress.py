@@ -152,6 +152,10 @@ class Subscriber:
         queue = self.pending.get(batch.tp)
         if queue is None:
             queue = self.pending[batch.tp] = deque()
+        # Finished batches go now, not at the next checkpoint: kept, a commit interval's records
+        # stayed alive (memory, longer full collections) and were freed in one loop step.
+        while queue and queue[0].acked >= len(queue[0].events):
+            queue.popleft()
         queue.append(batch)
         await self.inbox.put(batch)
 
