@@ -4,9 +4,10 @@ At-least-once, every ``commit_interval`` and on every revoke and stop:
 1. take, per partition, the offset up to which every subscriber has processed contiguously
    (never past an unprocessed record; records still queued hold the offset back);
 2. snapshot the tables' write caches (same tick) and send one changelog record per changed key;
-3. flush the producer, so sink, changelog and DLQ records are all acknowledged: a flush waits
-   for as long as the client keeps retrying (an outage is waited out), and every delivery's
-   outcome is read, not only the first failure;
+3. flush the producer, so the sink, changelog and DLQ records sent so far are all acknowledged
+   (streams go on meanwhile; what they send is the next checkpoint's): a flush waits for as
+   long as the client keeps retrying (an outage is waited out), and every delivery's outcome is
+   read, not only the first failure;
 4. commit those offsets;
 5. only then write the table batches (with their changelog offsets) to the stores.
 A delivery that failed in 3 means some record's effects never reached Kafka, and nobody knows
@@ -113,16 +114,19 @@ class Checkpoint:
         """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
             started = time.monotonic()
-            # Streams wait between records while the producer flushes: a flush racing new sends
-            # never ends early, and librdkafka stops batching for as long as it runs. A record
-            # already under way may finish first (briefly), so the table changes taken below are
-            # those of the records below the offsets (the checkpoint marks, tables/marks.py).
-            # The commit itself need not hold them (it waits for the fetch thread: holding
-            # streams through it cost up to a fetch timeout of latency).
+            # With tables, streams stop between records only while their changes are taken (a
+            # record under way may finish first, briefly), so the changes are those of the
+            # records below the offsets (the checkpoint marks, tables/marks.py). They go on
+            # while the producer flushes and the offsets commit: the flush waits only for what
+            # was sent before it (holding streams through it held every record that arrived
+            # meanwhile for as long as the broker took: the latency tail).
             barrier = self.router.barrier
-            barrier.close()
             if self.participants:  # tables: their changes should be exactly those of the records below the marks
-                await self._quiesce(ALO_QUIESCE_LIMIT)
+                barrier.close()
+                try:
+                    await self._quiesce(ALO_QUIESCE_LIMIT)
+                finally:
+                    barrier.open()
             processed = self.processed()  # once: the offsets and the marks of this tick
             offsets = self.offsets_to_commit(tps, changed_only=not wait, processed=processed)
             # Same tick as the offsets: the table changes that go with them (no await between).
@@ -130,21 +134,22 @@ class Checkpoint:
             try:
                 try:
                     sent = [await p.send(c, self._producer_for) for p, c in changes]
-                    await self.producer.flush()
+                    await self.producer.flush()  # what was sent up to here; streams go on meanwhile
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    await self._roll_back(exc)
+                    barrier.close()  # the roll-back waits for the records in hand, and no more
+                    try:
+                        await self._roll_back(exc)
+                    finally:
+                        barrier.open()
                     raise
-                barrier.open()
                 if offsets:
                     await self.consumer.commit(offsets, wait=wait)
             except BaseException:
                 for participant, c in changes:  # after a roll-back there is nothing left to restore
                     participant.abort(c)
                 raise
-            finally:
-                barrier.open()
             for (participant, c), result in zip(changes, sent):
                 participant.apply(c, result)
             self._committed(offsets, started)

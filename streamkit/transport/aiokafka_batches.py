@@ -117,12 +117,14 @@ class BatchedSends:
                 self.pending.add(failed, "")
 
     async def hand_over(self) -> None:
-        """Give aiokafka every batch queued so far, open ones included, in order."""
+        """Give aiokafka every batch queued so far, open ones included, in order (not those
+        queued while it runs: streams go on during a checkpoint's flush; the next hand-over)."""
         async with self.lock:
             for where in list(self.open):
                 self.full.append((*where, self.open.pop(where)))
-            generation = self.generation
-            while self.full and generation == self.generation:
+            generation, left = self.generation, len(self.full)
+            while left and self.full and generation == self.generation:
+                left -= 1
                 topic, partition, builder = self.full.popleft()
                 builder.close()  # it lingered here already: aiokafka sends a closed batch at once
                 records = self.tracked.pop(id(builder), None)

@@ -278,7 +278,9 @@ class Producer(abc.ABC):
 
     @abc.abstractmethod
     async def flush(self) -> None:
-        """Wait until every queued record is acknowledged; raise if any failed."""
+        """Wait until every record sent before this call is acknowledged; raise if any of them
+        failed. Records sent while it waits are left to the next flush, so it ends although
+        streams keep sending (a checkpoint does not stop them for it)."""
 
     @abc.abstractmethod
     async def partitions_for(self, topic: str) -> int: ...

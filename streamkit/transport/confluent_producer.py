@@ -46,8 +46,8 @@ class ConfluentProducer(Producer):
         self._pending = PendingDeliveries()
         self._reports: list[tuple[asyncio.Future, Any, Any]] = []
         self._reports_lock = threading.Lock()
-        self._untracked_errors: list[Any] = []
-        self._on_untracked = self._untracked_delivery  # bound once: not a new method object per record
+        self._count = DeliveryCount()  # untracked sends since the last flush
+        self._settling: list[DeliveryCount] = []  # counts a flush waits for
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -91,6 +91,8 @@ class ConfluentProducer(Producer):
                 fut.set_exception(KafkaException(err))
             else:
                 fut.set_result((msg.partition(), msg.offset()))
+        for count in self._settling:
+            count.wake()
 
     async def stop(self) -> None:
         if self._client is None:
@@ -124,7 +126,7 @@ class ConfluentProducer(Producer):
 
             on_delivery: Any = delivered
         else:
-            on_delivery = self._on_untracked
+            on_delivery = None  # the count current when it is produced (below)
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
@@ -133,12 +135,20 @@ class ConfluentProducer(Producer):
         if timestamp is not None:
             kwargs["timestamp"] = timestamp
         while True:
+            if not track:
+                count = self._count  # a flush during a wait below leaves this record to the next
+                kwargs["on_delivery"] = count.on_delivery
+                count.sent += 1
             try:
                 self.client.produce(topic, **kwargs)
                 break
             except BufferError:  # local queue full: let the poller drain deliveries
+                if not track:
+                    count.sent -= 1
                 await asyncio.sleep(0.005)
             except KafkaException as exc:
+                if not track:
+                    count.sent -= 1
                 raise self._explained(exc) from exc
         if fut is not None:
             self._pending.add(fut, topic)
@@ -147,17 +157,21 @@ class ConfluentProducer(Producer):
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
                  headers: list[tuple[str, bytes]] | None = None, timestamp: int | None = None) -> bool:
         """The hot path of untracked sends: one librdkafka call, no coroutine."""
+        count = self._count
+        count.sent += 1
         try:
             if headers or timestamp is not None:
                 self._client.produce(topic, value, key, -1 if partition is None else partition,
-                                     on_delivery=self._on_untracked, headers=headers or None,
+                                     on_delivery=count.on_delivery, headers=headers or None,
                                      timestamp=timestamp or 0)
             else:
                 self._client.produce(topic, value, key, -1 if partition is None else partition,
-                                     on_delivery=self._on_untracked)
+                                     on_delivery=count.on_delivery)
         except BufferError:  # local queue full: the caller takes the waiting path
+            count.sent -= 1
             return False
         except KafkaException as exc:
+            count.sent -= 1
             raise self._explained(exc) from exc
         return True
 
@@ -175,26 +189,15 @@ class ConfluentProducer(Producer):
             return exc
         return TransactionAborted(f"{err.str()}; the transaction had failed: {cause}")
 
-    def _untracked_delivery(self, err: Any, _msg: Any) -> None:
-        """Delivery report of an untracked send: only failures are kept, for the next flush.
-        Records purged by an abort are no failure of the next transaction (their reports can
-        arrive after the abort returned): the abort already rolled them back."""
-        if err is not None and err.code() not in _PURGED:
-            self._untracked_errors.append((err, _msg.topic()))
-
     async def flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        waited = 0.0
-        while True:  # librdkafka reports every record within message.timeout.ms: this ends
-            remaining = await loop.run_in_executor(None, self.client.flush, FLUSH_STEP)
-            if not remaining:
-                break
-            waited += FLUSH_STEP
-            if waited % 30 < FLUSH_STEP:
-                log.warning("%d record(s) still waiting for the broker after %.0fs", remaining, waited)
+        """Every record sent before this call acknowledged or failed; records sent meanwhile are
+        the next flush's (streams need not stop while a checkpoint waits: librdkafka's own
+        flush waits for an empty queue, which sends racing it keep from coming)."""
+        count, self._count = self._count, DeliveryCount()
+        await self._settled(count)
         await asyncio.sleep(0)  # let the poller's last call_soon_threadsafe run
         self._resolve_reports()
-        errors, self._untracked_errors = self._untracked_errors, []
+        errors = count.errors
         failures: list[BaseException] = [KafkaException(err) for err, _ in errors]
         topics = [topic for _, topic in errors]
         try:
@@ -204,6 +207,30 @@ class ConfluentProducer(Producer):
             topics.extend(exc.topics)
         if failures:
             raise delivery_failed(failures, topics)
+
+    async def _settled(self, count: "DeliveryCount") -> None:
+        """Until the client has reported every record of ``count`` (within message.timeout.ms)."""
+        loop = asyncio.get_running_loop()
+        waited = 0.0
+        self._settling.append(count)
+        try:
+            while not count.settled:
+                if self._poller is None or not self._poller.is_alive():  # nobody serves reports: flush does
+                    await loop.run_in_executor(None, self.client.flush, FLUSH_STEP)
+                else:
+                    count.waiter = loop.create_future()
+                    try:
+                        await asyncio.wait_for(count.waiter, FLUSH_STEP)
+                    except TimeoutError:
+                        pass
+                if count.settled:
+                    break
+                waited += FLUSH_STEP
+                if waited % 30 < FLUSH_STEP:
+                    log.warning("%d record(s) still waiting for the broker after %.0fs",
+                                count.sent - count.reported, waited)
+        finally:
+            self._settling.remove(count)
 
     async def partitions_for(self, topic: str) -> int:
         loop = asyncio.get_running_loop()
@@ -261,5 +288,37 @@ class ConfluentProducer(Producer):
         await self._txn_call("abort_transaction", self.client.abort_transaction, 30)
         with self._reports_lock:  # aborted records' reports (errors or not) mean nothing now
             self._reports = []
-        self._untracked_errors = []
+        self._count = DeliveryCount()  # its records' reports (purged ones) go to the old count
         self._pending.discard()
+
+
+class DeliveryCount:
+    """Untracked sends between two flushes: how many were sent, how many librdkafka reported,
+    which of them failed. Each record's report goes to the count it was sent under, so a flush
+    waits for exactly the records sent before it."""
+
+    __slots__ = ("sent", "reported", "errors", "waiter", "on_delivery")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.reported = 0
+        self.errors: list[tuple[Any, str]] = []
+        self.waiter: asyncio.Future | None = None
+        self.on_delivery = self._delivered  # bound once: not a new method object per record
+
+    @property
+    def settled(self) -> bool:
+        return self.reported >= self.sent
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        """The poller thread's report. Records purged by an abort are no failure of the next
+        transaction (their reports can arrive after the abort returned): it rolled them back."""
+        self.reported += 1
+        if err is not None and err.code() not in _PURGED:
+            self.errors.append((err, msg.topic()))
+
+    def wake(self) -> None:
+        """On the event loop, after the poller served reports."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done() and self.settled:
+            waiter.set_result(None)

@@ -420,7 +420,8 @@ class MemoryProducer(Producer):
 
     async def flush(self) -> None:
         self._drain()
-        while self._buffer:  # the outage is waited out, or the buffered records time out
+        last = self._buffer[-1][0] if self._buffer else None  # records sent later are the next flush's
+        while last is not None and not last.done():  # the outage is waited out, or the records time out
             await asyncio.sleep(0.01)
             self._drain()
         await self._pending.settle()

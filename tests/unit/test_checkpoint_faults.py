@@ -157,6 +157,39 @@ async def test_at_least_once_a_delivery_failing_after_the_checkpoint_started_is_
     assert runtime.fatal is None
 
 
+async def test_at_least_once_streams_go_on_while_a_checkpoint_waits_for_its_deliveries(tmp_path):
+    """The checkpoint stopped every stream while the producer flushed: each record arriving
+    meanwhile waited for the broker's acknowledgements (the latency tail). Streams go on now,
+    and the checkpoint still commits only the offsets (and table changes) it took before."""
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10, message="the first inputs")
+        producer, flush = runtime.producer, runtime.producer.flush
+        flushing, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_acknowledgements() -> None:
+            flushing.set()
+            await release.wait()
+            await flush()
+
+        producer.flush = slow_acknowledgements
+        checkpoint = asyncio.create_task(runtime.checkpoint.commit())
+        await asyncio.wait_for(flushing.wait(), 10)
+        send_inputs(app, numbers, N, 2 * N)
+        await wait_for(lambda: len(processed) >= 2 * N, 10, message="records processed while the checkpoint waits")
+        release.set()
+        committed = await asyncio.wait_for(checkpoint, 10)
+        producer.flush = flush
+        assert sum(committed.values()) == N  # the offsets it took before the flush, not the later ones
+        assert {k: v for k, v in broker_of(app).committed[app.id].items() if k.topic == numbers.name} == committed
+        await runtime.checkpoint.commit()
+        assert group_caught_up(app, numbers.name)
+        assert {k: sums[k] for k in expected_sums(2 * N)} == expected_sums(2 * N)
+    assert sorted(outputs(app)) == list(range(2 * N))
+
+
 async def test_at_least_once_periodic_checkpoints_lose_nothing_with_default_settings(tmp_path):
     """Same fault, default commit_interval: the commit loop itself must roll back and recover."""
     app, numbers, sums, processed = build(tmp_path, "at_least_once")

@@ -1,0 +1,38 @@
+"""The librdkafka producer's flush waits for the records sent before it, not for an empty queue.
+
+librdkafka's own flush waits until nothing is queued, which sends racing it keep from coming:
+a checkpoint had to stop every stream while it flushed. Each untracked record now reports to
+the count it was sent under; a flush waits for its count only, and reports its failures only.
+No broker: the bootstrap address refuses connections, so every record fails at
+``message.timeout.ms``, and which flush reports which failure is what is tested.
+"""
+import asyncio
+
+import pytest
+
+import streamkit as sk
+from streamkit.transport.confluent_producer import ConfluentProducer
+from streamkit.transport.pending import DeliveryFailed
+
+
+def unreachable_producer() -> ConfluentProducer:
+    conf = sk.App("flush-count", broker="127.0.0.1:1", producer_config={"message.timeout.ms": 1500}).conf
+    return ConfluentProducer(conf)
+
+
+async def test_a_flush_reports_the_records_sent_before_it_and_leaves_later_ones_to_the_next():
+    producer = unreachable_producer()
+    await producer.start()
+    try:
+        assert producer.try_send("t", b"k", b"before")
+        flush = asyncio.create_task(producer.flush())
+        await asyncio.sleep(0)  # the flush has taken its count
+        assert producer.try_send("t", b"k", b"after-1")
+        await producer.send("t", b"k", b"after-2", track=False)
+        with pytest.raises(DeliveryFailed, match=r"^1 record\(s\) not delivered to t \(1\)"):
+            await asyncio.wait_for(flush, 20)
+        with pytest.raises(DeliveryFailed, match=r"^2 record\(s\) not delivered to t \(2\)"):
+            await asyncio.wait_for(producer.flush(), 20)
+        await asyncio.wait_for(producer.flush(), 1)  # nothing sent since: nothing to wait for or report
+    finally:
+        await producer.stop()
