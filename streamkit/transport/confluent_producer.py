@@ -223,8 +223,8 @@ class ConfluentProducer(Producer):
                         await asyncio.wait_for(count.waiter, FLUSH_STEP)
                     except TimeoutError:
                         pass
-                if count.settled:
-                    break
+                if count.settled or len(self.client) == 0:  # nothing queued nor unreported: all served
+                    break  # (the second: a report counted by two threads at once, as at stop, lost)
                 waited += FLUSH_STEP
                 if waited % 30 < FLUSH_STEP:
                     log.warning("%d record(s) still waiting for the broker after %.0fs",
