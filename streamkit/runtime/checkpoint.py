@@ -63,6 +63,7 @@ class Checkpoint:
         self.commits = 0
         self.rollbacks = 0  # checkpoints undone because a delivery (or transaction) failed
         self.participants: list[Any] = []  # table managers: prepare/send/apply/abort/discard
+        self.caches_full: Callable[[], bool] = lambda: False  # the participants' write caches at their limit
 
     def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True,
                           processed: dict[TP, int] | None = None) -> dict[TP, int]:
@@ -114,42 +115,46 @@ class Checkpoint:
         """Run the protocol once; returns what was committed (``wait=False``: see Consumer.commit)."""
         async with self.lock:
             started = time.monotonic()
-            # With tables, streams stop between records only while their changes are taken (a
-            # record under way may finish first, briefly), so the changes are those of the
-            # records below the offsets (the checkpoint marks, tables/marks.py). They go on
-            # while the producer flushes and the offsets commit: the flush waits only for what
-            # was sent before it (holding streams through it held every record that arrived
-            # meanwhile for as long as the broker took: the latency tail).
+            # With tables, streams stop between records while their changes are taken (a record
+            # under way may finish first, briefly), so the changes are those of the records
+            # below the offsets (the checkpoint marks, tables/marks.py). Then they go on while
+            # the producer flushes and the offsets commit: the flush waits only for what was
+            # sent before it (holding streams through it held every record that arrived
+            # meanwhile for as long as the broker took: the latency tail) -- unless the write
+            # caches are at their limit (many distinct keys): then streams wait for the flush,
+            # or the caches would grow past the limit while it runs.
             barrier = self.router.barrier
-            if self.participants:  # tables: their changes should be exactly those of the records below the marks
+            hold = bool(self.participants) and self.caches_full()
+            if self.participants:
                 barrier.close()
-                try:
-                    await self._quiesce(ALO_QUIESCE_LIMIT)
-                finally:
-                    barrier.open()
-            processed = self.processed()  # once: the offsets and the marks of this tick
-            offsets = self.offsets_to_commit(tps, changed_only=not wait, processed=processed)
-            # Same tick as the offsets: the table changes that go with them (no await between).
-            changes = [(p, p.prepare({**self.released, **processed})) for p in self.participants]
             try:
+                if self.participants:
+                    await self._quiesce(ALO_QUIESCE_LIMIT)
+                if not hold:
+                    barrier.open()
+                processed = self.processed()  # once: the offsets and the marks of this tick
+                offsets = self.offsets_to_commit(tps, changed_only=not wait, processed=processed)
+                # Same tick as the offsets: the table changes that go with them (no await between).
+                changes = [(p, p.prepare({**self.released, **processed})) for p in self.participants]
                 try:
-                    sent = [await p.send(c, self._producer_for) for p, c in changes]
-                    await self.producer.flush()  # what was sent up to here; streams go on meanwhile
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    barrier.close()  # the roll-back waits for the records in hand, and no more
                     try:
+                        sent = [await p.send(c, self._producer_for) for p, c in changes]
+                        await self.producer.flush()  # what was sent up to here
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        barrier.close()  # the roll-back waits for the records in hand, and no more
                         await self._roll_back(exc)
-                    finally:
-                        barrier.open()
+                        raise
+                    barrier.open()
+                    if offsets:
+                        await self.consumer.commit(offsets, wait=wait)
+                except BaseException:
+                    for participant, c in changes:  # after a roll-back there is nothing left to restore
+                        participant.abort(c)
                     raise
-                if offsets:
-                    await self.consumer.commit(offsets, wait=wait)
-            except BaseException:
-                for participant, c in changes:  # after a roll-back there is nothing left to restore
-                    participant.abort(c)
-                raise
+            finally:
+                barrier.open()
             for (participant, c), result in zip(changes, sent):
                 participant.apply(c, result)
             self._committed(offsets, started)
