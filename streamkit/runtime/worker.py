@@ -168,8 +168,6 @@ class Runtime(Service):
             assert self._table_manager is not None, "an app with tables passes its table manager"
             self.tables = self._table_manager(self, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
-            tables, limit = self.tables, self.conf.table_cache_max_keys
-            self.checkpoint.caches_full = lambda: tables.cached_keys() >= limit
             self.tables.membership = self.membership
             self.tables.on_serving.append(self.membership.publish)
             self.membership.on_change.append(self.tables.membership_changed)
