@@ -157,6 +157,29 @@ async def test_at_least_once_a_delivery_failing_after_the_checkpoint_started_is_
     assert runtime.fatal is None
 
 
+async def inputs_around_a_slow_checkpoint(app, numbers, processed):
+    """N inputs processed, then a checkpoint whose producer flush waits until ``release`` is
+    set (a broker slow to acknowledge), then N more inputs; returns the checkpoint's task and
+    ``release``."""
+    runtime = app.runtime
+    send_inputs(app, numbers, 0, N)
+    await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10, message="the first inputs")
+    producer, flush = runtime.producer, runtime.producer.flush
+    flushing, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_acknowledgements() -> None:
+        flushing.set()
+        await release.wait()
+        producer.flush = flush
+        await flush()
+
+    producer.flush = slow_acknowledgements
+    checkpoint = asyncio.create_task(runtime.checkpoint.commit())
+    await asyncio.wait_for(flushing.wait(), 10)
+    send_inputs(app, numbers, N, 2 * N)
+    return checkpoint, release
+
+
 async def test_at_least_once_streams_without_tables_go_on_while_a_checkpoint_waits_for_its_deliveries():
     """The checkpoint stopped every stream while the producer flushed: each record arriving
     meanwhile waited for the broker's acknowledgements (the latency tail). Without tables,
@@ -175,24 +198,10 @@ async def test_at_least_once_streams_without_tables_go_on_while_a_checkpoint_wai
 
     async with app.running():
         runtime = app.runtime
-        send_inputs(app, numbers, 0, N)
-        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10, message="the first inputs")
-        producer, flush = runtime.producer, runtime.producer.flush
-        flushing, release = asyncio.Event(), asyncio.Event()
-
-        async def slow_acknowledgements() -> None:
-            flushing.set()
-            await release.wait()
-            await flush()
-
-        producer.flush = slow_acknowledgements
-        checkpoint = asyncio.create_task(runtime.checkpoint.commit())
-        await asyncio.wait_for(flushing.wait(), 10)
-        send_inputs(app, numbers, N, 2 * N)
+        checkpoint, release = await inputs_around_a_slow_checkpoint(app, numbers, processed)
         await wait_for(lambda: len(processed) >= 2 * N, 10, message="records processed while the checkpoint waits")
         release.set()
         committed = await asyncio.wait_for(checkpoint, 10)
-        producer.flush = flush
         assert sum(committed.values()) == N  # the offsets it took before the flush, not the later ones
         assert {k: v for k, v in broker_of(app).committed[app.id].items() if k.topic == numbers.name} == committed
         await runtime.checkpoint.commit()
@@ -206,20 +215,7 @@ async def test_at_least_once_streams_with_tables_wait_for_the_flush(tmp_path):
     app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
     async with app.running():
         runtime = app.runtime
-        send_inputs(app, numbers, 0, N)
-        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10, message="the first inputs")
-        producer, flush = runtime.producer, runtime.producer.flush
-        flushing, release = asyncio.Event(), asyncio.Event()
-
-        async def slow_acknowledgements() -> None:
-            flushing.set()
-            await release.wait()
-            await flush()
-
-        producer.flush = slow_acknowledgements
-        checkpoint = asyncio.create_task(runtime.checkpoint.commit())
-        await asyncio.wait_for(flushing.wait(), 10)
-        send_inputs(app, numbers, N, 2 * N)
+        checkpoint, release = await inputs_around_a_slow_checkpoint(app, numbers, processed)
         tp_ends = {TP(numbers.name, p): broker_of(app).end_offset(TP(numbers.name, p))
                    for p in range(len(broker_of(app).logs[numbers.name]))}
         await wait_for(lambda: all(runtime.router.delivered.get(tp, 0) >= end for tp, end in tp_ends.items()), 10,
@@ -230,7 +226,6 @@ async def test_at_least_once_streams_with_tables_wait_for_the_flush(tmp_path):
         assert len(processed) <= N + 1, "records were taken while the checkpoint flushed"
         release.set()
         await asyncio.wait_for(checkpoint, 10)
-        producer.flush = flush
         await wait_for(lambda: len(processed) >= 2 * N, 10, message="the rest once the flush is done")
         await runtime.checkpoint.commit()
         assert {k: sums[k] for k in expected_sums(2 * N)} == expected_sums(2 * N)
