@@ -5,9 +5,9 @@ At-least-once, every ``commit_interval`` and on every revoke and stop:
    (never past an unprocessed record; records still queued hold the offset back);
 2. snapshot the tables' write caches (same tick) and send one changelog record per changed key;
 3. flush the producer, so the sink, changelog and DLQ records sent so far are all acknowledged
-   (streams go on meanwhile; what they send is the next checkpoint's): a flush waits for as
-   long as the client keeps retrying (an outage is waited out), and every delivery's outcome is
-   read, not only the first failure;
+   (streams of an app without tables go on meanwhile; what they send is the next
+   checkpoint's): a flush waits for as long as the client keeps retrying (an outage is waited
+   out), and every delivery's outcome is read, not only the first failure;
 4. commit those offsets;
 5. only then write the table batches (with their changelog offsets) to the stores.
 A delivery that failed in 3 means some record's effects never reached Kafka, and nobody knows
