@@ -116,18 +116,17 @@ class ConfluentProducer(Producer):
         track: bool = True,
     ) -> asyncio.Future | None:
         assert self._loop is not None
-        fut: asyncio.Future | None = None
-        if track:
-            fut = self._loop.create_future()
+        if not track:  # counted by try_send; a flush while the buffer is full leaves it to the next
+            while not self.try_send(topic, key, value, partition, headers, timestamp):
+                await asyncio.sleep(0.005)  # local queue full: let the poller drain deliveries
+            return None
+        fut = self._loop.create_future()
 
-            def delivered(err: Any, msg: Any) -> None:  # runs in the poller thread
-                with self._reports_lock:
-                    self._reports.append((fut, err, msg))
+        def delivered(err: Any, msg: Any) -> None:  # runs in the poller thread
+            with self._reports_lock:
+                self._reports.append((fut, err, msg))
 
-            on_delivery: Any = delivered
-        else:
-            on_delivery = None  # the count current when it is produced (below)
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -135,23 +134,14 @@ class ConfluentProducer(Producer):
         if timestamp is not None:
             kwargs["timestamp"] = timestamp
         while True:
-            if not track:
-                count = self._count  # a flush during a wait below leaves this record to the next
-                kwargs["on_delivery"] = count.on_delivery
-                count.sent += 1
             try:
                 self.client.produce(topic, **kwargs)
                 break
             except BufferError:  # local queue full: let the poller drain deliveries
-                if not track:
-                    count.sent -= 1
                 await asyncio.sleep(0.005)
             except KafkaException as exc:
-                if not track:
-                    count.sent -= 1
                 raise self._explained(exc) from exc
-        if fut is not None:
-            self._pending.add(fut, topic)
+        self._pending.add(fut, topic)
         return fut
 
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
