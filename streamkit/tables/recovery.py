@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Sequence
 
-from ..transport.base import TP, Driver, Message
+from ..transport.base import TP, Consumer, Driver, Message
 from ..transport.columns import Columns
 from ..transport.reader import read_forever
 from .marks import MARK_KEY, MarkedBlocks, cut, is_mark, put_all
@@ -164,55 +164,100 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
             progress.per_partition[tp] = [0, max(0, ends[tp] - starts[tp])]
         progress.partitions += len(tps)
         await consumer.assign(tps, starts)
-        positions = dict(starts)
-        pending = set(tps)
+        run = _Replay(consumer, stores, progress, ends, starts, bad_values, on_bad, blocks or {},
+                      settle, idle_limit)
+        try:
+            await run.until_done(on_done, report_every)
+        finally:
+            await run.drop_fetch_ahead()
+        return run.applied
+    finally:
+        await consumer.stop()
+
+
+class _Replay:
+    """One ``replay``'s state: where each changelog partition is, which are still pending, and
+    the next fetch, started while the batch before is applied (a driver that fetches on a
+    thread, confluent, fills it meanwhile)."""
+
+    def __init__(self, consumer: Consumer, stores: dict[TP, Store], progress: RecoveryProgress,
+                 ends: dict[TP, int], starts: dict[TP, int], bad_values: BadValues | None,
+                 on_bad: OnBad | None, blocks: dict[TP, MarkedBlocks], settle: float, idle_limit: float) -> None:
+        self.consumer = consumer
+        self.stores = stores
+        self.progress = progress
+        self.ends = ends
+        self.positions = dict(starts)
+        self.bad_values = bad_values
+        self.on_bad = on_bad
+        self.blocks = blocks
+        self.settle = settle
+        self.idle_limit = idle_limit
+        self.pending = set(stores)
         started = time.monotonic()
-        last_data = dict.fromkeys(tps, started)  # when each partition last returned records
-        last_any = started  # when any partition last returned records
-        applied = 0
-        last_report = started
+        self.last_data = dict.fromkeys(stores, started)  # when each partition last returned records
+        self.last_any = started  # when any partition last returned records
+        self.applied = 0
+        self.ahead: asyncio.Future | None = None
 
-        async def caught_up(tp: TP, now: float) -> bool:
-            fetched, exact = consumer.fetched_end(tp)
-            if fetched is None:
-                return now - last_any >= idle_limit  # the whole consumer quiet: one partition
-                # can wait seconds for its turn while others deliver
-            target = max(ends[tp], fetched)
-            if positions[tp] < target:  # a log ending in transaction markers: the position passes them
-                positions[tp] = max(positions[tp], await consumer.position(tp) or 0)
-            if positions[tp] >= target:
-                return True
-            return not exact and positions[tp] >= ends[tp] and now - last_data[tp] >= settle
+    def _fetch(self) -> "asyncio.Future[dict[TP, Columns]]":
+        return asyncio.ensure_future(self.consumer.getmany_columns(0.1, 10000))
 
-        while pending:
-            batches = await consumer.getmany_columns(0.1, 10000)
+    async def until_done(self, on_done: Callable[[TP], None] | None, report_every: float) -> None:
+        last_report = time.monotonic()
+        while self.pending:
+            batches = await (self.ahead or self._fetch())
+            self.ahead = self._fetch()
             now = time.monotonic()
-            for tp, columns in batches.items():
-                count = len(columns)
-                if count:
-                    await _apply(stores[tp], tp, columns, bad_values, on_bad, (blocks or {}).get(tp))
-                    positions[tp] = columns.offsets[-1] + 1
-                    applied += count
-                    progress.done += count
-                    progress.per_partition[tp][0] += count
-                    last_data[tp] = last_any = now
-            for tp in sorted(pending):
-                if batches.get(tp) and positions[tp] < ends[tp]:
+            await self._take(batches, now)
+            for tp in sorted(self.pending):
+                if batches.get(tp) and self.positions[tp] < self.ends[tp]:
                     continue  # still delivering: no need to ask where it ends
-                if await caught_up(tp, now):
-                    pending.discard(tp)
-                    consumer.pause([tp])
-                    if blocks and tp in blocks:
-                        blocks[tp].drop()  # written by a checkpoint that never got to its mark
+                if await self._caught_up(tp, now):
+                    self.pending.discard(tp)
+                    self.consumer.pause([tp])
+                    if tp in self.blocks:
+                        self.blocks[tp].drop()  # written by a checkpoint that never got to its mark
                     if on_done is not None:
                         on_done(tp)
             if now - last_report >= report_every:
                 last_report = now
-                _report(progress)
+                _report(self.progress)
             await asyncio.sleep(0)
-        return applied
-    finally:
-        await consumer.stop()
+
+    async def _take(self, batches: dict[TP, Columns], now: float) -> None:
+        for tp, columns in batches.items():
+            count = len(columns)
+            if count and tp in self.pending:  # (a partition done meanwhile may have been fetched ahead)
+                await _apply(self.stores[tp], tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp))
+                self.positions[tp] = columns.offsets[-1] + 1
+                self.applied += count
+                self.progress.done += count
+                self.progress.per_partition[tp][0] += count
+                self.last_data[tp] = self.last_any = now
+
+    async def _caught_up(self, tp: TP, now: float) -> bool:
+        fetched, exact = self.consumer.fetched_end(tp)
+        if fetched is None:
+            return now - self.last_any >= self.idle_limit  # the whole consumer quiet: one partition
+            # can wait seconds for its turn while others deliver
+        target = max(self.ends[tp], fetched)
+        if self.positions[tp] < target:  # a log ending in transaction markers: the position passes them
+            if self.ahead is not None:  # the client's position counts records fetched ahead: apply them first
+                ahead, self.ahead = self.ahead, None
+                await self._take(await ahead, now)
+            if self.positions[tp] < target:
+                self.positions[tp] = max(self.positions[tp], await self.consumer.position(tp) or 0)
+        if self.positions[tp] >= target:
+            return True
+        return not exact and self.positions[tp] >= self.ends[tp] and now - self.last_data[tp] >= self.settle
+
+    async def drop_fetch_ahead(self) -> None:
+        """Before the client stops: a fetch left running would race its close."""
+        if self.ahead is not None:
+            self.ahead.cancel()
+            await asyncio.gather(self.ahead, return_exceptions=True)
+            self.ahead = None
 
 
 def _report(progress: RecoveryProgress) -> None:

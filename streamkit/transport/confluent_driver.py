@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .columns import Columns
+from .confluent_fetched import FetchedMessage, as_columns, split
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
 from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, explain, librdkafka_logger, oauth_token_fault
@@ -59,55 +60,6 @@ def _tps(tps: Sequence[TP], offset: int | None = None) -> list[TopicPartition]:
     if offset is None:
         return [TopicPartition(tp.topic, tp.partition) for tp in tps]
     return [TopicPartition(tp.topic, tp.partition, offset) for tp in tps]
-
-
-class FetchedMessage:
-    """A librdkafka message seen as a streamkit ``Message``; fields are read on access.
-
-    Copying all seven fields into a ``Message`` cost ~1.4 µs per record, most of the fetch
-    path; the router reads only the key and value of most records."""
-
-    __slots__ = ("_raw",)
-
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-
-    @property
-    def topic(self) -> str:
-        return self._raw.topic()
-
-    @property
-    def partition(self) -> int:
-        return self._raw.partition()
-
-    @property
-    def offset(self) -> int:
-        return self._raw.offset()
-
-    @property
-    def key(self) -> bytes | None:
-        return self._raw.key()
-
-    @property
-    def value(self) -> bytes | None:
-        return self._raw.value()
-
-    @property
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._raw.headers() or []
-
-    @property
-    def timestamp_ms(self) -> int | None:
-        return self._raw.timestamp()[1]
-
-    @property
-    def timestamp(self) -> float | None:
-        """In seconds, as Faust's ``message.timestamp``."""
-        stamp = self._raw.timestamp()[1]
-        return None if stamp is None else stamp / 1000
-
-    def __repr__(self) -> str:
-        return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
 
 
 def _protocol_config(protocol: GroupProtocol) -> dict[str, str]:
@@ -295,34 +247,17 @@ class ConfluentConsumer(Consumer):
         self.client.assign([TopicPartition(tp.topic, tp.partition, offsets.get(tp, OFFSET_STORED)) for tp in tps])
 
     async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
-        return self._split(await self._fetched(timeout, max_records), FetchedMessage)
+        return split(await self._fetched(timeout, max_records), self._refused, FetchedMessage)
 
     async def getmany_columns(self, timeout: float, max_records: int) -> dict[TP, Columns]:
-        """Each field read once per record, in comprehensions; no wrapper per record."""
-        return {tp: Columns([m.offset() for m in run], [m.key() for m in run], [m.value() for m in run],
-                            run, FetchedMessage)
-                for tp, run in self._split(await self._fetched(timeout, max_records), None).items()}
+        return as_columns(split(await self._fetched(timeout, max_records), self._refused))
 
     async def _fetched(self, timeout: float, max_records: int) -> list[Any]:
         return await asyncio.get_running_loop().run_in_executor(self._fetch_pool, self._fetch, max_records, timeout)
 
-    def _split(self, raw: list[Any], wrap: Any) -> dict[TP, list[Any]]:
-        """The fetched records per partition (``wrap`` applied to each); errors raised or logged."""
-        out: dict[TP, list[Any]] = {}
-        topic, partition, append = None, -1, None  # messages come in runs per partition
-        for m in raw:
-            err = m.error()
-            if err is not None:
-                if err.fatal() or (self._grouped and err.code() in _REFUSED):  # a missing ACL: no retry grants it
-                    raise KafkaException(err)
-                if err.code() != KafkaError._PARTITION_EOF:  # librdkafka retries these itself
-                    log.warning("consumer: %s", err)
-                continue
-            if m.partition() != partition or m.topic() != topic:
-                topic, partition = m.topic(), m.partition()
-                append = out.setdefault(TP(topic, partition), []).append
-            append(m if wrap is None else wrap(m))
-        return out
+    def _refused(self, err: KafkaError) -> bool:
+        """Errors a fetch raises: fatal ones, and a missing ACL (no retry grants it)."""
+        return err.fatal() or (self._grouped and err.code() in _REFUSED)
 
     def _fetch(self, max_records: int, timeout: float) -> list[Any]:
         """What has arrived, as soon as anything has: ``consume(n, timeout)`` alone waits for

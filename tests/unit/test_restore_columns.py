@@ -112,6 +112,11 @@ def test_a_table_names_each_value_it_cannot_read_and_only_those():
     assert [i for i, _ in plain.bad_values(values)] == [3, 5, 6]
     assert plain.bad_values([b"1", None, b'"x"']) == []
     assert [i for i, _ in plain.bad_values([b"1", b'{"__sk__":"nope"}'])] == [1]  # parses, cannot be rebuilt
+    # the all-plain check alone (no tag anywhere): each of these decides a batch by itself
+    assert [i for i, _ in plain.bad_values([b"1", b""])] == [1]
+    assert [i for i, _ in plain.bad_values([b"1", None, b"oops"])] == [2]
+    assert [i for i, _ in plain.bad_values([b"[1", b"2]"])] == [0, 1]  # each value parsed alone
+    assert plain.bad_values([None, None]) == [] and plain.bad_values([]) == []
 
     class Strict(sk.Record):
         n: int

@@ -1,0 +1,101 @@
+"""librdkafka's fetched messages as streamkit sees them: per-partition runs, ``Message`` views
+and ``Columns``.
+
+Measured per record (10,000 records in 20 runs over 4 partitions): the split 84 ns, with a
+``FetchedMessage`` each 189 ns, as columns 157 ns. (cProfile shows the split at ~500 ns a record:
+its cost per C call, not the code's. A split by ``groupby`` over (topic, partition) pairs and
+slices was no faster, 97 ns.)
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from confluent_kafka import KafkaError, KafkaException, Message as RawMessage
+
+from .base import TP
+from .columns import Columns
+
+log = logging.getLogger("streamkit.confluent")
+
+_offset_of = RawMessage.offset
+_key_of = RawMessage.key
+_value_of = RawMessage.value
+
+
+class FetchedMessage:
+    """A librdkafka message seen as a streamkit ``Message``; fields are read on access.
+
+    Copying all seven fields into a ``Message`` cost ~1.4 µs per record, most of the fetch
+    path; the router reads only the key and value of most records."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    @property
+    def topic(self) -> str:
+        return self._raw.topic()
+
+    @property
+    def partition(self) -> int:
+        return self._raw.partition()
+
+    @property
+    def offset(self) -> int:
+        return self._raw.offset()
+
+    @property
+    def key(self) -> bytes | None:
+        return self._raw.key()
+
+    @property
+    def value(self) -> bytes | None:
+        return self._raw.value()
+
+    @property
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self._raw.headers() or []
+
+    @property
+    def timestamp_ms(self) -> int | None:
+        return self._raw.timestamp()[1]
+
+    @property
+    def timestamp(self) -> float | None:
+        """In seconds, as Faust's ``message.timestamp``."""
+        stamp = self._raw.timestamp()[1]
+        return None if stamp is None else stamp / 1000
+
+    def __repr__(self) -> str:
+        return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
+
+
+def split(raw: list[Any], refuse: Callable[[KafkaError], bool],
+          wrap: Callable[[Any], Any] | None = None) -> dict[TP, list[Any]]:
+    """The fetched records per partition in fetch order (``wrap`` applied to each); error events
+    that ``refuse`` names are raised, end-of-partition events dropped, the rest logged
+    (librdkafka retries them itself)."""
+    out: dict[TP, list[Any]] = {}
+    topic, partition, append = None, -1, None  # messages come in runs per partition
+    for m in raw:
+        err = m.error()
+        if err is not None:
+            if refuse(err):
+                raise KafkaException(err)
+            if err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer: %s", err)
+            continue
+        if m.partition() != partition or m.topic() != topic:
+            topic, partition = m.topic(), m.partition()
+            append = out.setdefault(TP(topic, partition), []).append
+        append(m if wrap is None else wrap(m))
+    return out
+
+
+def as_columns(runs: dict[TP, list[Any]]) -> dict[TP, Columns]:
+    """Each field read once per record; no wrapper per record (``message(i)`` makes one)."""
+    return {tp: Columns(list(map(_offset_of, run)), list(map(_key_of, run)), list(map(_value_of, run)),
+                        run, FetchedMessage)
+            for tp, run in runs.items()}
