@@ -2,7 +2,9 @@
 
 Records are applied as raw bytes, one store batch per fetched batch, each batch recording the
 changelog offset it reached, so an interrupted recovery resumes where it stopped. Batches are
-fetched as columns (offsets, keys, values: transport/columns.py) and applied a run at a time.
+fetched as columns (offsets, keys, values: transport/columns.py) and applied a run at a time;
+the next fetch is started before a batch is applied (``_Replay``), so a driver that fetches on a
+thread (confluent) overlaps the two.
 Each value is checked first (``BadValues``): one the table cannot decode (written to the
 changelog by something else) is not applied but handed to the error policy with its table and
 offset, instead of failing later, when some agent reads that key.
