@@ -103,7 +103,11 @@ class JsonCodec(Codec):
         self.type = type_
         self._convert = compile_converter(type_) if type_ is not None else None
         self._typed = _typed_decoder(type_)
-        self._encode = _typed_encoder(type_) or dumps
+        typed_encode = _typed_encoder(type_)
+        self._encode = typed_encode or dumps
+        # msgspec's bytes are sized to fit; orjson's (3.12 on) sit in ~4 KiB buffers, which
+        # matters where many are kept (a table's checkpoint snapshot: TableEntries trims them).
+        self.sized_output = typed_encode is not None
 
     def encode(self, obj: Any) -> bytes | None:
         return None if obj is None else self._encode(obj)

@@ -58,7 +58,9 @@ class VersionsCodec(Codec):
         if versions is None:
             return None
         encode = self.inner.encode
-        return orjson.dumps([[ts, None if v is None else orjson.Fragment(encode(v))] for ts, v in versions])
+        # sized to fit: kept in a checkpoint snapshot, orjson's bytes would each hold ~4 KiB (values.py)
+        return bytes(memoryview(orjson.dumps([[ts, None if v is None else orjson.Fragment(encode(v))]
+                                              for ts, v in versions])))
 
     def decode(self, data: bytes | None) -> Any:
         if data is None:

@@ -28,6 +28,7 @@ from functools import partial
 from operator import is_not
 from typing import Any, Callable, Sequence
 
+import msgspec
 import orjson
 
 from ..codecs import Codec, JsonCodec, RawCodec
@@ -38,6 +39,12 @@ _PLAIN = (str, int, float, bool, type(None))
 _INT64_MIN, _UINT64_MAX = -(2**63), 2**64 - 1  # what JSON parsers (orjson) take as integers
 ENTRY_PREFIX = b'{"__sk__":"kv",'
 _TAGGED = b'"__sk__"'  # in a value that may need rebuilding (TypedJsonCodec.decode)
+
+# msgspec, not orjson, writes table values: a checkpoint holds every changed key's encoded value
+# until the store has it, and orjson (3.12 on) returns each in a ~4 KiB buffer whatever its
+# length (a 3M distinct-key run held 371 MB of them); msgspec's are sized to fit, and it is as
+# fast. Same JSON for the tagged data (JSON types only), up to float spelling (1e16 for 1e+16).
+_compact_json = msgspec.json.Encoder().encode
 
 
 def _class_name(cls: type) -> str:
@@ -152,12 +159,16 @@ class TypedJsonCodec(Codec):
         if obj is None:
             return None
         kind = type(obj)
-        if kind in _PLAIN and (kind is not float or math.isfinite(obj)):  # counters, names: no walk
-            try:
-                return orjson.dumps(obj)
-            except TypeError:  # an int beyond 64 bits
-                pass
-        return orjson.dumps(tag(obj))
+        if kind in _PLAIN and (kind is not float or math.isfinite(obj)) and (
+                kind is not int or _INT64_MIN <= obj <= _UINT64_MAX):  # counters, names: no walk
+            data = obj
+        else:
+            data = tag(obj)  # JSON types only
+        try:
+            return _compact_json(data)
+        except Exception:  # (a lone surrogate in a str) orjson's rules decide, and name the problem
+            return orjson.dumps(data)
+
 
     def decode(self, data: bytes | None) -> Any:
         if data is None:
@@ -205,6 +216,8 @@ class TableEntries:
         self._parse_decides = type(value_codec) is TypedJsonCodec or (
             type(value_codec) is JsonCodec and value_codec.type is None)
         self._never_fails = type(value_codec) is RawCodec
+        # orjson's output kept in a snapshot: each would hold a ~4 KiB buffer (_compact_json)
+        self._trim = isinstance(value_codec, JsonCodec) and not value_codec.sized_output
 
     def carries_key(self, key: Any) -> bool:
         """True for keys iteration could not give back from their bytes alone."""
@@ -213,12 +226,13 @@ class TableEntries:
     def encode(self, key: Any, value: Any) -> bytes | None:
         """``key`` is None unless carries_key(key)."""
         if value is None or key is None:
-            return self.value_codec.encode(value)
+            encoded = self.value_codec.encode(value)
+            return bytes(memoryview(encoded)) if self._trim and encoded is not None else encoded
         if not self._json_values:
             raise TypeError(f"a table with a {self.value_codec.name} value codec needs key_type= declared "
                             f"for keys of type {type(key).__name__}")
         encoded = self.value_codec.encode(value)
-        return orjson.dumps({TAG: "kv", "k": tag(key), "v": orjson.Fragment(encoded)})
+        return bytes(memoryview(orjson.dumps({TAG: "kv", "k": tag(key), "v": orjson.Fragment(encoded)})))
 
     def bad_values(self, values: Sequence[bytes | None]) -> list[tuple[int, BaseException]]:
         """``(index, problem)`` of each value this table could not read, for a restore to pass
