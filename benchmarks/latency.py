@@ -1,6 +1,6 @@
-"""End-to-end latency of the stateless pipeline at a fixed input rate.
+"""End-to-end latency of the stateless pipeline (``--stateful``: a count per user in a table too) at a fixed input rate.
 
-    python benchmarks/latency.py --broker 127.0.0.1:19092 --driver confluent --rate 50000 [--seconds 20]
+    python benchmarks/latency.py --broker 127.0.0.1:19092 --driver confluent --rate 50000 [--seconds 20] [--stateful]
 
 Three processes, so none of them steals the others' interpreter: the streamkit worker
 (``pipeline.build_app``, at-least-once), a load generator that produces ``--rate`` records/s
@@ -76,7 +76,7 @@ async def worker_main(args: argparse.Namespace) -> None:
         offsets.append(event.offset)
 
     app, _ = build_app(group=args.group, broker=args.broker, driver=args.driver, input_topic=args.input,
-                       output_topic=args.output, on_record=on_record)
+                       output_topic=args.output, on_record=on_record, stateful="counted" if args.stateful else False)
     pauses = array("d")  # the worker's full (generation 2) garbage collections, seconds each
     lags = array("d")  # how late the event loop woke a 5 ms sleep, seconds, whenever over 5 ms
     started_gc: list[float] = []
@@ -206,8 +206,10 @@ def children_cpu() -> float:
 
 
 def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float = 3.0,
-            timeout: float = 120.0) -> dict[str, Any]:
-    """Run worker + generator on fresh topics; return the latency percentiles."""
+            timeout: float = 120.0, stateful: bool = False) -> dict[str, Any]:
+    """Run worker + generator on fresh topics; return the latency percentiles. ``stateful``: the
+    agent also counts orders per user in a table (1,000 users; its changelog and checkpoint
+    included) before sending the order on."""
     tag = uuid.uuid4().hex[:8]
     input_topic, output_topic, group = f"lat-in-{tag}", f"lat-out-{tag}", f"lat-{tag}"
     admin = admin_client(broker)
@@ -218,7 +220,8 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     base = [sys.executable, str(Path(__file__).resolve()), "--broker", broker, "--input", input_topic]
     worker = subprocess.Popen(base + ["--role", "worker", "--driver", driver, "--output", output_topic,
-                                      "--group", group, "--stages-file", str(stages_file)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      "--group", group, "--stages-file", str(stages_file)]
+                              + (["--stateful"] if stateful else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = worker.stdout.readline() if worker.stdout else ""  # READY once it owns every input partition
@@ -336,6 +339,8 @@ def main() -> None:
     parser.add_argument("--driver", default="confluent", choices=["confluent", "aiokafka"])
     parser.add_argument("--rate", type=int, default=20000, help="input records per second")
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--stateful", action="store_true",
+                        help="the agent also counts orders per user in a table before sending each on")
     parser.add_argument("--role", default="parent", choices=["parent", "worker", "generator"], help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -347,7 +352,7 @@ def main() -> None:
     elif args.role == "generator":
         generator_main(args)
     else:
-        print(json.dumps(measure(args.broker, args.driver, args.rate, args.seconds), indent=2))
+        print(json.dumps(measure(args.broker, args.driver, args.rate, args.seconds, stateful=args.stateful), indent=2))
 
 
 if __name__ == "__main__":

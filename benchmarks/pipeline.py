@@ -49,7 +49,7 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
     app = sk.App(group, broker=broker, driver=driver, session_timeout_ms=6000, heartbeat_interval_ms=1000,
                  auto_offset_reset="earliest", processing_guarantee=guarantee, data_dir=f"/tmp/{group}", **settings)
     source = app.topic(input_topic, key_type=str, value_type=Order, partitions=PARTITIONS)
-    output = app.topic(output_topic, key_type=str, value_type=UserCount if stateful else ProcessedOrder,
+    output = app.topic(output_topic, key_type=str, value_type=UserCount if stateful and stateful != "counted" else ProcessedOrder,
                        partitions=PARTITIONS)
     if stateful == "windowed":
         per_minute = app.Table("counts", default=int).tumbling(60).relative_to_field(Order.ts).final(output)
@@ -80,6 +80,7 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
 
         return app, count_orders
     counts = app.Table("counts", default=int, partitions=PARTITIONS) if stateful else None
+    counted = stateful == "counted"  # the table updated, the order sent on (latency.py: its ts)
 
     @app.agent(source, sink=[output])
     async def enrich_orders(stream):
@@ -89,8 +90,9 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
             on_record(order)
             if counts is not None:
                 counts[order.user] += 1
-                yield UserCount(order.user, counts[order.user])
-            else:
-                yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+                if not counted:
+                    yield UserCount(order.user, counts[order.user])
+                    continue
+            yield ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
 
     return app, enrich_orders

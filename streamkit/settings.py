@@ -235,7 +235,9 @@ class Settings:
     ``max_open_files``, ``bloom_filter_size`` (tables/rocks_options.py)."""
     table_cache_max_keys: int = 200_000
     """Keys the tables' write caches may hold together before a checkpoint is taken early (each
-    checkpoint empties them): with many distinct keys per ``commit_interval`` this bounds memory."""
+    checkpoint empties them): with many distinct keys per ``commit_interval`` this bounds memory.
+    While an at-least-once checkpoint flushes, streams go on until the caches and the snapshot
+    being flushed hold this many keys together (checked every 10 ms), then wait for it."""
     table_standby_replicas: int = 0
     """With 1 or more, each worker keeps warm copies of the table partitions it does not own
     (tailing their changelogs), so a failover replays only the tail."""

@@ -5,8 +5,9 @@ At-least-once, every ``commit_interval`` and on every revoke and stop:
    (never past an unprocessed record; records still queued hold the offset back);
 2. snapshot the tables' write caches (same tick) and send one changelog record per changed key;
 3. flush the producer, so the sink, changelog and DLQ records sent so far are all acknowledged
-   (streams of an app without tables go on meanwhile; what they send is the next
-   checkpoint's): a flush waits for as long as the client keeps retrying (an outage is waited
+   (streams go on meanwhile, what they send and write is the next checkpoint's, until the
+   tables' write caches and the snapshot being flushed hold ``table_cache_max_keys`` keys
+   together): a flush waits for as long as the client keeps retrying (an outage is waited
    out), and every delivery's outcome is read, not only the first failure;
 4. commit those offsets;
 5. only then write the table batches (with their changelog offsets) to the stores.
@@ -46,6 +47,9 @@ BARRIER_WARN_AFTER = 10.0  # seconds a checkpoint waits for a record in progress
 # At-least-once: how long a checkpoint lets records under way finish before it takes the table
 # changes anyway (a change of a record still under way may then be restored and applied again).
 ALO_QUIESCE_LIMIT = 0.1
+# At-least-once: how often a checkpoint that lets streams go on through its flush looks at the
+# tables' write caches (streams stop once they and the snapshot reach ``cache_limit`` keys).
+CACHE_GUARD_SECONDS = 0.01
 Rewind = Callable[[list[TP]], Awaitable[None]]
 
 
@@ -62,7 +66,11 @@ class Checkpoint:
         self.observers: list[Any] = []  # called with each commit's duration (metrics)
         self.commits = 0
         self.rollbacks = 0  # checkpoints undone because a delivery (or transaction) failed
+        self.guard_stops = 0  # flushes during which the write caches filled and streams waited
         self.participants: list[Any] = []  # table managers: prepare/send/apply/abort/discard
+        # Keys the tables' write caches and a snapshot being flushed may hold together before
+        # streams wait for the flush (table_cache_max_keys); None: no bound.
+        self.cache_limit: int | None = None
 
     def offsets_to_commit(self, tps: Iterable[TP] | None = None, *, changed_only: bool = True,
                           processed: dict[TP, int] | None = None) -> dict[TP, int]:
@@ -116,12 +124,15 @@ class Checkpoint:
             started = time.monotonic()
             # Streams stop between records while the tables' changes are taken (a record under
             # way may finish first, briefly), so the changes are those of the records below the
-            # offsets (the checkpoint marks, tables/marks.py), and, with tables, until the
-            # producer is flushed: going on through it, a run over 3M distinct keys peaked at
-            # 1,314 MB of RSS against 651 (not explained yet). Without tables they go on: the
-            # flush waits only for what was sent before it, and holding streams through it held
-            # every record that arrived meanwhile for as long as the broker took (latency).
+            # offsets (the checkpoint marks, tables/marks.py). Then they go on while the producer
+            # flushes: the flush waits only for what was sent before it, and holding streams
+            # through it held every record that arrived meanwhile for as long as the broker took
+            # (the latency tail). What they write meanwhile goes into the write caches, so a
+            # guard stops them once caches and snapshot reach the cache limit: unguarded, a
+            # flush slowed by the streams going on let the caches of a 3M distinct-key run grow
+            # to 270k keys and its RSS to 1,377 MB against 666 (benchmarks/README.md, round 7).
             barrier = self.router.barrier
+            guard: asyncio.Task | None = None
             if self.participants:
                 barrier.close()
             try:
@@ -131,6 +142,8 @@ class Checkpoint:
                 offsets = self.offsets_to_commit(tps, changed_only=not wait, processed=processed)
                 # Same tick as the offsets: the table changes that go with them (no await between).
                 changes = [(p, p.prepare({**self.released, **processed})) for p in self.participants]
+                if changes:
+                    guard = self._guard_caches(sum(p.changed_keys(c) for p, c in changes))
                 try:
                     try:
                         sent = [await p.send(c, self._producer_for) for p, c in changes]
@@ -141,6 +154,8 @@ class Checkpoint:
                         barrier.close()  # the roll-back waits for the records in hand, and no more
                         await self._roll_back(exc)
                         raise
+                    if guard is not None:
+                        guard.cancel()  # flushed: nothing more to bound
                     barrier.open()
                     if offsets:
                         await self.consumer.commit(offsets, wait=wait)
@@ -149,11 +164,31 @@ class Checkpoint:
                         participant.abort(c)
                     raise
             finally:
+                if guard is not None:
+                    guard.cancel()
                 barrier.open()
             for (participant, c), result in zip(changes, sent):
                 participant.apply(c, result)
             self._committed(offsets, started)
             return offsets
+
+    def _guard_caches(self, snapshot: int) -> asyncio.Task | None:
+        """Open the barrier for the flush, and close it again once the write caches and the
+        ``snapshot`` being flushed hold ``cache_limit`` keys (left closed if the snapshot alone
+        does); returns the task that watches, if any."""
+        limit = self.cache_limit
+        if limit is not None and snapshot >= limit:
+            return None  # streams wait for this flush
+        self.router.barrier.open()
+        if limit is None:
+            return None
+        return asyncio.create_task(self._close_at(limit - snapshot), name="streamkit-checkpoint-cache-guard")
+
+    async def _close_at(self, room: int) -> None:
+        while sum(p.cached_keys() for p in self.participants) < room:
+            await asyncio.sleep(CACHE_GUARD_SECONDS)
+        self.router.barrier.close()
+        self.guard_stops += 1
 
     async def _roll_back(self, exc: BaseException) -> None:
         """A delivery failed: back to the last commit for every partition (module docstring)."""

@@ -168,6 +168,7 @@ class Runtime(Service):
             assert self._table_manager is not None, "an app with tables passes its table manager"
             self.tables = self._table_manager(self, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
+            self.checkpoint.cache_limit = self.conf.table_cache_max_keys
             self.tables.membership = self.membership
             self.tables.on_serving.append(self.membership.publish)
             self.membership.on_change.append(self.tables.membership_changed)

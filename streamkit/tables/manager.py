@@ -353,6 +353,11 @@ class TableManager:
         """Keys written since the last checkpoint, all tables together (the write caches' size)."""
         return sum(len(part.cache) + len(part.borrowed) for t in self.tables for part in t.local.values())
 
+    @staticmethod
+    def changed_keys(changes: Changes) -> int:
+        """Keys in a snapshot ``prepare`` took (held in memory until it is applied)."""
+        return sum(len(batch) for _table, _number, batch, _mark in changes)
+
     def prepare(self, processed: dict[TP, int] | None = None) -> Changes:
         """Snapshot every table's changes; runs in the same tick as the offsets are taken.
         ``processed`` (at-least-once): the input offsets below which every record is done,
