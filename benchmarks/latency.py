@@ -251,7 +251,10 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
             worker.wait(timeout=60)
         except subprocess.TimeoutExpired:
             worker.kill()
-        delete_topics(admin, [input_topic, output_topic, f"{group}-dlq", f"{group}-__leader", f"{group}-replies"])
+        changelog = f"{group}-counts-changelog"
+        table_records = changelog_records(broker, changelog) if stateful else None
+        delete_topics(admin, [input_topic, output_topic, f"{group}-dlq", f"{group}-__leader", f"{group}-replies"]
+                      + ([changelog] if stateful else []))
     start = min(row[0] for row in latencies) + min(warmup, seconds / 4) if latencies else 0.0
     measured = [row for row in latencies if row[0] >= start]
     kept = sorted(row[1] * 1000 for row in measured)
@@ -260,8 +263,20 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
     return {"driver": driver, "rate": rate, "seconds": seconds, "sent": sent[0], "received": len(latencies),
             "measured": len(kept), "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),
             "p99_ms": percentile(kept, 0.99), "p999_ms": percentile(kept, 0.999), "max_ms": kept[-1],
-            "complete": len(latencies) >= sent[0],
+            "complete": len(latencies) >= sent[0], "stateful": stateful, "changelog_records": table_records,
             "harness_cpu_cores": cores, "stages": stages(measured, stages_file, stamp_types)}
+
+
+def changelog_records(broker: str, topic: str) -> int:
+    """Records in the table's changelog (its partitions' high watermarks): what says the stateful
+    run kept a table."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(client_conf(broker, **{"group.id": f"latency-check-{uuid.uuid4().hex[:8]}"}))
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(PARTITIONS))
+    finally:
+        consumer.close()
 
 
 STAGES = ("produce", "to_fetch", "queue_to_agent", "agent_to_append", "to_reader")

@@ -64,6 +64,18 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     assert f"{'stateful aiokafka: 4,000 keys / 1,000 keys':<44} {state['ratio']:,.2f}" in proc.stdout, proc.stdout[-2000:]
 
 
+def test_latency_with_a_table_runs_and_keeps_the_table(broker_address):
+    """The documented ``latency.py --stateful``: the agent counts per user in a table too."""
+    proc = subprocess.run([sys.executable, "benchmarks/latency.py", "--broker", broker_address, "--driver", "confluent",
+                           "--rate", "500", "--seconds", "3", "--stateful"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["stateful"] and result["complete"] and result["measured"] > 0, result
+    assert 0 < result["p50_ms"] <= result["p99_ms"], result
+    assert result["changelog_records"] > 0, result  # the table's checkpoints wrote its changelog
+
+
 # On the dev broker the run is a few seconds and its group joins are slow and uneven, so the
 # window in which both workers hold their share is sometimes empty: this runs on brokers that
 # behave like Kafka (the probe tells the dev broker apart), as the real comparison does.
