@@ -169,7 +169,6 @@ class TypedJsonCodec(Codec):
         except Exception:  # (a lone surrogate in a str) orjson's rules decide, and name the problem
             return orjson.dumps(data)
 
-
     def decode(self, data: bytes | None) -> Any:
         if data is None:
             return None
