@@ -319,12 +319,12 @@ class TableManager:
             if table.is_global:
                 for number, part in table.local.items():
                     tail[TP(table.changelog.name, number)] = part.store
-        keep = {(t.name, n) for t in self.tables for n in t.local}
+        if force or set(tail) != set(self.tailer.stores):  # first: the tailer lets go of what is closed next
+            await self.tailer.restart(tail, {tp for tp in tail if self._marked(self._by_changelog[tp.topic])})
+        keep = {(t.name, n) for t in self.tables for n in t.local}  # as of now: the restart awaited
         keep |= {(self._by_changelog[tp.topic].name, tp.partition) for tp in tail}
         for name, number in [k for k in self.stores if k not in keep]:
             self._close(self._by_name[name], number)
-        if force or set(tail) != set(self.tailer.stores):
-            await self.tailer.restart(tail, {tp for tp in tail if self._marked(self._by_changelog[tp.topic])})
 
     async def membership_changed(self) -> None:
         """Members came or went: standby placement may have moved (during a recovery, its end

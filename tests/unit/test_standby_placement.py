@@ -140,3 +140,36 @@ def test_standbys_follow_range_over_the_members_in_the_order_their_claims_show()
     claims(membership, now, d=[])
     fallback = membership.standbys("counts", 0, 1, 12)
     assert len(fallback) == 1 and fallback[0] != "a"
+
+
+async def test_a_standby_store_given_up_is_closed_only_after_the_tailer_lets_go_of_it(tmp_path):
+    """Placement moved a standby away: its store was closed first and the tailer stopped after,
+    so for that await the tailer (and anything reading its stores) held a closed store."""
+    name = f"letgo-{uuid.uuid4().hex[:6]}"
+    apps = []
+    for tag in "ab":
+        app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="rocksdb://",
+                     data_dir=str(tmp_path / tag), table_standby_replicas=1)
+        word_counter(app, partitions=2)
+        apps.append(app)
+    async with apps[0].running(), apps[1].running():
+        def placed():
+            return all(a.runtime.tables is not None and a.runtime.tables.ready and a.runtime.tables.tailer.stores
+                       and len(a.runtime.membership.live()) == 2 for a in apps)
+
+        await wait_for(placed, 20, message="each worker owns one partition and keeps the other warm")
+        tables = apps[0].runtime.tables
+        tailer = tables.tailer
+        [standby] = tailer.stores.values()
+        closed_while_held: list[bool] = []
+        stop = tailer.stop
+
+        async def noted_stop():
+            closed_while_held.append(any(s._db is None for s in tailer.stores.values()))
+            await stop()
+
+        tailer.stop = noted_stop
+        tables._standby_stores = lambda: {}  # placement moved the standby to another worker
+        await tables._retail()
+        assert closed_while_held == [False], "the tailer still held the store when it was closed"
+        assert standby._db is None and not tailer.stores  # given up, and closed after all
