@@ -63,3 +63,17 @@ def word_counter(app, topic="words", *, partitions=None, value_type=str):
             seen.append(event.key)
 
     return words, counts, seen
+
+
+def memory_word_counters(name, tmp_path, tags="ab", *, partitions, **settings):
+    """One counting app per tag, as workers of one app on one in-memory broker, each with its own
+    data dir (``tmp_path / tag``)."""
+    import streamkit as sk
+
+    apps = []
+    for tag in tags:
+        app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False,
+                     data_dir=str(tmp_path / tag), **settings)
+        word_counter(app, partitions=partitions)
+        apps.append(app)
+    return apps

@@ -9,7 +9,7 @@ import streamkit as sk
 from streamkit.testing import wait_for
 from streamkit.transport import TP
 from streamkit.transport.memory import MemoryBroker
-from tests.helpers import word_counter
+from tests.helpers import memory_word_counters, word_counter
 
 PARTITIONS = 6
 
@@ -145,13 +145,8 @@ def test_standbys_follow_range_over_the_members_in_the_order_their_claims_show()
 async def test_a_standby_store_given_up_is_closed_only_after_the_tailer_lets_go_of_it(tmp_path):
     """Placement moved a standby away: its store was closed first and the tailer stopped after,
     so for that await the tailer (and anything reading its stores) held a closed store."""
-    name = f"letgo-{uuid.uuid4().hex[:6]}"
-    apps = []
-    for tag in "ab":
-        app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="rocksdb://",
-                     data_dir=str(tmp_path / tag), table_standby_replicas=1)
-        word_counter(app, partitions=2)
-        apps.append(app)
+    apps = memory_word_counters(f"letgo-{uuid.uuid4().hex[:6]}", tmp_path, partitions=2, store="rocksdb://",
+                                table_standby_replicas=1)
     async with apps[0].running(), apps[1].running():
         def placed():
             return all(a.runtime.tables is not None and a.runtime.tables.ready and a.runtime.tables.tailer.stores

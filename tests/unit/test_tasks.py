@@ -6,11 +6,10 @@ import uuid
 
 import pytest
 
-import streamkit as sk
 from streamkit.runtime.tasks import IllegalTransition, Task, TaskManager, TaskState
 from streamkit.testing import wait_for
 from streamkit.transport import TP
-from tests.helpers import word_counter
+from tests.helpers import memory_word_counters
 
 
 def tps(topic, *numbers):
@@ -50,12 +49,7 @@ def test_restore_progress_per_task():
 
 async def test_a_worker_moves_its_tasks_through_join_and_stop(tmp_path):
     name = f"tasks-{uuid.uuid4().hex[:6]}"
-    apps = []
-    for tag in "ab":
-        app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
-                     data_dir=str(tmp_path / tag), commit_interval=0.05)
-        word_counter(app, partitions=4)
-        apps.append(app)
+    apps = memory_word_counters(name, tmp_path, partitions=4, store="memory://", commit_interval=0.05)
     first, second = apps
     async with first.running():
         await wait_for(lambda: first.runtime.tasks.running and len(first.runtime.tasks.tasks) == 4, 10,
