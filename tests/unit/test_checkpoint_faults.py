@@ -157,10 +157,10 @@ async def test_at_least_once_a_delivery_failing_after_the_checkpoint_started_is_
     assert runtime.fatal is None
 
 
-async def inputs_around_a_slow_checkpoint(app, numbers, processed):
+async def inputs_around_a_slow_checkpoint(app, numbers, processed, more=None):
     """N inputs processed, then a checkpoint whose producer flush waits until ``release`` is
-    set (a broker slow to acknowledge), then N more inputs; returns the checkpoint's task and
-    ``release``."""
+    set (a broker slow to acknowledge), then N more inputs (``more()`` sends them instead when
+    given); returns the checkpoint's task and ``release``."""
     runtime = app.runtime
     send_inputs(app, numbers, 0, N)
     await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10, message="the first inputs")
@@ -176,8 +176,16 @@ async def inputs_around_a_slow_checkpoint(app, numbers, processed):
     producer.flush = slow_acknowledgements
     checkpoint = asyncio.create_task(runtime.checkpoint.commit())
     await asyncio.wait_for(flushing.wait(), 10)
-    send_inputs(app, numbers, N, 2 * N)
+    (more or (lambda: send_inputs(app, numbers, N, 2 * N)))()
     return checkpoint, release
+
+
+async def committed_by_a_checkpoint_streams_went_on_through(app, numbers, processed):
+    """The slow checkpoint above, all 2N inputs processed while it waited; returns what it committed."""
+    checkpoint, release = await inputs_around_a_slow_checkpoint(app, numbers, processed)
+    await wait_for(lambda: len(processed) >= 2 * N, 10, message="records processed while the checkpoint waits")
+    release.set()
+    return await asyncio.wait_for(checkpoint, 10)
 
 
 async def test_at_least_once_streams_without_tables_go_on_while_a_checkpoint_waits_for_its_deliveries():
@@ -198,10 +206,7 @@ async def test_at_least_once_streams_without_tables_go_on_while_a_checkpoint_wai
 
     async with app.running():
         runtime = app.runtime
-        checkpoint, release = await inputs_around_a_slow_checkpoint(app, numbers, processed)
-        await wait_for(lambda: len(processed) >= 2 * N, 10, message="records processed while the checkpoint waits")
-        release.set()
-        committed = await asyncio.wait_for(checkpoint, 10)
+        committed = await committed_by_a_checkpoint_streams_went_on_through(app, numbers, processed)
         assert sum(committed.values()) == N  # the offsets it took before the flush, not the later ones
         assert {k: v for k, v in broker_of(app).committed[app.id].items() if k.topic == numbers.name} == committed
         await runtime.checkpoint.commit()
@@ -215,10 +220,7 @@ async def test_at_least_once_streams_with_tables_go_on_while_a_checkpoint_waits_
     app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=30)
     async with app.running():
         runtime = app.runtime
-        checkpoint, release = await inputs_around_a_slow_checkpoint(app, numbers, processed)
-        await wait_for(lambda: len(processed) >= 2 * N, 10, message="records processed while the checkpoint waits")
-        release.set()
-        committed = await asyncio.wait_for(checkpoint, 10)
+        committed = await committed_by_a_checkpoint_streams_went_on_through(app, numbers, processed)
         assert sum(v for k, v in committed.items() if k.topic == numbers.name) == N
         stored = {k: sums[k] for k in expected_sums(2 * N)}  # the store's, under the newer writes
         assert stored == expected_sums(2 * N)
@@ -252,21 +254,14 @@ async def test_at_least_once_streams_wait_once_the_write_caches_fill_during_a_fl
     broker = broker_of(app)
     async with app.running():
         runtime = app.runtime
-        send_inputs(app, numbers, 0, N)  # 10 keys: the checkpoint's snapshot holds 10
-        await wait_for(lambda: len(processed) >= N and not runtime.router.holding(), 10, message="the first inputs")
-        producer, flush = runtime.producer, runtime.producer.flush
-        release = asyncio.Event()
 
-        async def slow_acknowledgements() -> None:
-            await release.wait()
-            producer.flush = flush
-            await flush()
+        def distinct_keys():  # a new key each: each record taken adds one to the caches
+            for i in range(N, 2 * N):
+                broker.append(numbers.name, numbers.key_codec.encode(f"d{i}"), numbers.value_codec.encode(i),
+                              None, None, None)
 
-        producer.flush = slow_acknowledgements
-        checkpoint = asyncio.create_task(runtime.checkpoint.commit())
-        for i in range(N, 2 * N):  # a new key each: each record taken adds one to the caches
-            broker.append(numbers.name, numbers.key_codec.encode(f"d{i}"), numbers.value_codec.encode(i),
-                          None, None, None)
+        # the first N inputs have 10 keys: the checkpoint's snapshot holds 10
+        checkpoint, release = await inputs_around_a_slow_checkpoint(app, numbers, processed, distinct_keys)
         await wait_for(lambda: runtime.checkpoint.guard_stops == 1, 10, message="the guard stopping the streams")
         taken = len(processed) - N
         assert 50 <= taken < N, f"{taken} records taken during the flush"  # room: 60 - the 10 being flushed
