@@ -176,7 +176,7 @@ class AgentRun:
 
     def decode(self, messages: list[Message]) -> list[Event]:
         topic = self.agent.topic
-        events, failures = decode_batch(messages, topic.key_codec.decode, topic.value_codec.decode)
+        events, failures = decode_batch(messages, topic.key_codec, topic.value_codec)
         for message, exc in failures:
             self.failed("decode", message, exc)
         return events

@@ -109,6 +109,15 @@ class Message:
         return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
 
 
+def keys_and_values(messages: Sequence[Any]) -> tuple[list[bytes | None], list[bytes | None]]:
+    """Every record's key and value, in two lists. A driver whose message type reads its fields
+    through calls (librdkafka's) gives it a ``keys_and_values`` of its own, in C-level loops."""
+    own = getattr(type(messages[0]), "keys_and_values", None)
+    if own is not None:
+        return own(messages)
+    return [m.key for m in messages], [m.value for m in messages]
+
+
 @dataclass
 class TopicSpec:
     """What a topic should look like when the app creates it."""

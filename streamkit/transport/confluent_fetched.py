@@ -71,6 +71,12 @@ class FetchedMessage:
     def __repr__(self) -> str:
         return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
 
+    @staticmethod
+    def keys_and_values(messages: list["FetchedMessage"]) -> tuple[list[bytes | None], list[bytes | None]]:
+        """The batch's keys and values read by mapping librdkafka's own methods (base.py)."""
+        raws = [message._raw for message in messages]
+        return list(map(_key_of, raws)), list(map(_value_of, raws))
+
 
 def split(raw: list[Any], refuse: Callable[[KafkaError], bool],
           wrap: Callable[[Any], Any] | None = None) -> dict[TP, list[Any]]:
