@@ -161,22 +161,20 @@ class JsonCodec(Codec):
 
     def decode_many(self, datas: list[bytes | None]) -> list[Any]:
         """msgspec's parser mapped over the batch for Records and dataclasses, orjson's for
-        untyped JSON without Faust's blessed key; anything else (a None, a value msgspec refuses
-        but the converters may take, a blessed key) raises here and is decoded one by one."""
+        untyped JSON (a dict with Faust's blessed key built into its Record, as ``decode`` does);
+        anything else (a None, a value msgspec refuses but the converters may take) raises
+        here, and the batch is decoded one by one."""
         if self._typed is not None:
-            if blessed.redirect_targets:
-                return super().decode_many(datas)
+            if blessed.redirect_targets and blessed.KEY_BYTES in b"".join(datas):  # type: ignore[arg-type]
+                return super().decode_many(datas)  # a blessed key may select another class
             return list(map(self._typed, datas))
         if self._convert is None:
             values = list(map(orjson.loads, datas))
-            if blessed.KEY_BYTES in b"".join(datas):  # type: ignore[arg-type]  # may name a Record
-                raise _DecodeOneByOne
-            return values
+            if blessed.KEY_BYTES not in b"".join(datas):  # type: ignore[arg-type]
+                return values
+            key, from_data = blessed.KEY, Record.from_data
+            return [from_data(value) if type(value) is dict and key in value else value for value in values]
         return super().decode_many(datas)
-
-
-class _DecodeOneByOne(Exception):
-    """A batch ``decode_many`` leaves to ``decode`` (never seen outside this package)."""
 
 
 class PydanticCodec(Codec):

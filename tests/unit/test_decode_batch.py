@@ -44,15 +44,30 @@ def decoded_as_one_by_one(pairs: list[tuple[Any, Any]], key_codec: Codec, value_
     return got
 
 
-def test_a_good_batch_of_records_is_decoded_without_a_python_call_per_record():
-    value_codec = JsonCodec(Purchase)
-    value_codec.decode = lambda data: pytest.fail("decoded one by one")  # type: ignore[method-assign]
-    key_codec = StrCodec()
-    key_codec.decode = lambda data: pytest.fail("decoded one by one")  # type: ignore[method-assign]
-    events, failures = decode_batch(fetched(GOOD), key_codec, value_codec)
+def never_one_by_one(codec: Codec) -> Codec:
+    codec.decode = lambda data: pytest.fail("decoded one by one")  # type: ignore[method-assign]
+    return codec
+
+
+@pytest.mark.parametrize("redirects", [set(), {"somewhere.Else"}])
+def test_a_good_batch_of_records_is_decoded_without_a_python_call_per_record(monkeypatch, redirects):
+    """Also where a Record that allows Faust's blessed key to redirect exists (a process-wide
+    registry): values without the blessed key cannot be redirected."""
+    monkeypatch.setattr(blessed, "redirect_targets", redirects)
+    events, failures = decode_batch(fetched(GOOD), never_one_by_one(StrCodec()), never_one_by_one(JsonCodec(Purchase)))
     assert not failures
     assert [(e.key, e.value) for e in events] == [(f"user-{i}", Purchase(id=i, user=f"user-{i}", amount=12.5))
                                                   for i in range(50)]
+
+
+def test_untyped_values_a_faust_app_wrote_become_their_records_without_a_call_per_record(monkeypatch):
+    monkeypatch.setattr(blessed, "redirect_targets", set())
+    encode = JsonCodec(Purchase).encode
+    pairs = [(b"user-%d" % i, encode(Purchase(id=i, user=f"user-{i}", amount=1.0))) for i in range(20)]
+    events, failures = decode_batch(fetched(pairs + [(b"k", b"[1]")]), KeyCodec(), never_one_by_one(JsonCodec()))
+    assert not failures and [e.value for e in events[:20]] == [Purchase(id=i, user=f"user-{i}", amount=1.0)
+                                                               for i in range(20)]
+    assert events[20].value == [1]
 
 
 @pytest.mark.parametrize("bad", [b"not json", b'{"id": 1}', b'{"id": "x", "user": "u", "amount": 1}', b"", None])
@@ -85,9 +100,10 @@ def test_untyped_json_with_and_without_a_faust_blessed_key_decodes_as_one_by_one
     decoded_as_one_by_one(GOOD[:5] + [(b"k", b"[1, 2"), (b"k", b"null")], KeyCodec(), JsonCodec())
 
 
-def test_with_redirect_targets_every_value_is_checked_for_the_blessed_key(monkeypatch):
+def test_with_redirect_targets_values_with_the_blessed_key_decode_as_one_by_one(monkeypatch):
     monkeypatch.setattr(blessed, "redirect_targets", {"somewhere.Else"})
-    decoded_as_one_by_one(GOOD[:10], StrCodec(), JsonCodec(Purchase))
+    blessed_value = JsonCodec(Purchase).encode(Purchase(id=7, user="user-7", amount=1.0))
+    decoded_as_one_by_one(GOOD[:10] + [(b"user-7", blessed_value)], StrCodec(), JsonCodec(Purchase))
 
 
 def test_a_codec_of_the_users_own_decodes_its_batch_through_its_decode():
