@@ -118,7 +118,7 @@ class Agent:
             if body is not None:
                 await body(stream)
             elif self.is_generator:
-                emit, emit_now, now_processing = self._emit, self._emit_now, _current_event.get
+                emit, emit_now, now_processing = self._emit, self._bound_emit_now(), _current_event.get
                 async for output in self.fun(stream):  # the event may come from a through() stream
                     event = now_processing()
                     left = emit_now(output, event)
@@ -163,6 +163,25 @@ class Agent:
         if event is not None and event.message.headers:
             return len(sinks)
         return -1
+
+    def _bound_emit_now(self) -> Callable[[Any, Event | None], int]:
+        """``_emit_now`` for a generator agent's per-record loop: with one sink topic, its send
+        bound once (producer, codecs: ``Topic.bound_try_send_soon``), no lookups per record."""
+        sinks = self.sinks
+        bind = getattr(sinks[0], "bound_try_send_soon", None) if len(sinks) == 1 else None
+        send = bind() if bind is not None else None
+        if send is None:
+            return self._emit_now
+        emit_now = self._emit_now
+
+        def emit_now_one_sink(value: Any, event: Event | None) -> int:
+            if event is None:
+                return emit_now(value, event)
+            if not send(event.key, value):
+                return 0
+            return 1 if event.message.headers else -1  # 1: only the reply is left
+
+        return emit_now_one_sink
 
     async def _emit(self, value: Any, event: Event | None, start: int = 0) -> None:
         """Send an agent's output to its sinks (from the ``start``-th: ``_emit_now`` served the
