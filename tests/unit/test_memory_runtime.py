@@ -198,6 +198,33 @@ async def test_ask_returns_the_agents_reply_and_through_forwards():
     assert answers == [i * 2 for i in range(10)]
 
 
+async def test_an_agent_with_one_sink_topic_sends_each_output_there_under_its_key_and_replies_when_asked():
+    """A generator agent's one sink topic is served by a send bound once (agent.py); a request's
+    reply still goes to the asker, after the sink."""
+    app = make_app()
+    numbers = app.topic("numbers", value_type=int)
+    doubled = app.topic("doubled-out", value_type=int)
+
+    @app.agent(numbers, sink=[doubled])
+    async def double(stream):
+        async for v in stream:
+            yield v * 2
+
+    got = []
+
+    @app.agent(doubled)
+    async def collect(stream):
+        async for event in stream.events():
+            got.append((event.key, event.value))
+
+    async with app.running():
+        answers = await asyncio.gather(*(double.ask(i, key=f"k{i}", timeout=5) for i in range(5)))
+        await numbers.send(key="plain", value=21)
+        await wait_for(lambda: len(got) >= 6, 5, message="six outputs in the sink")
+    assert answers == [0, 2, 4, 6, 8]
+    assert sorted(got) == sorted([(f"k{i}", 2 * i) for i in range(5)] + [("plain", 42)])
+
+
 async def test_rebalance_between_two_members_commits_and_moves_partitions():
     name = f"mem-{uuid.uuid4().hex[:6]}"
     seen = {"a": [], "b": []}
