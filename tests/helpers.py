@@ -65,6 +65,18 @@ def word_counter(app, topic="words", *, partitions=None, value_type=str):
     return words, counts, seen
 
 
+def collected(app, topic):
+    """An agent on ``app`` that notes every ``(key, value)`` read from ``topic``; returns the list."""
+    seen: list = []
+
+    @app.agent(topic)
+    async def collect(stream):
+        async for event in stream.events():
+            seen.append((event.key, event.value))
+
+    return seen
+
+
 def memory_word_counters(name, tmp_path, tags="ab", *, partitions, **settings):
     """One counting app per tag, as workers of one app on one in-memory broker, each with its own
     data dir (``tmp_path / tag``)."""

@@ -15,6 +15,7 @@ import pytest
 import streamkit as faust  # as a Faust app would import it
 from streamkit.errors import ConfigurationError
 from streamkit.faust_settings import ONLY, REFUSED, RENAMED
+from tests.helpers import collected
 from streamkit.settings import Settings
 from streamkit.testing import wait_for
 
@@ -109,12 +110,7 @@ async def test_version_changed_after_the_app_named_its_topics_is_refused_at_star
 async def test_value_and_key_serializer_are_the_defaults_of_untyped_topics():
     app = memory_app(value_serializer="raw", key_serializer="str")
     raw = app.topic("raw-values")
-    seen = []
-
-    @app.agent(raw)
-    async def collect(stream):
-        async for event in stream.events():
-            seen.append((event.key, event.value))
+    seen = collected(app, raw)
 
     async with app.running():
         await raw.send(key="k", value=b"\x00\x01 not json")

@@ -10,6 +10,7 @@ from streamkit.testing import wait_for
 from streamkit.transport import TP
 from streamkit.transport.memory import MemoryBroker
 from streamkit.transport.partitioner import partition_for_key
+from tests.helpers import collected
 
 
 class Order(sk.Record):
@@ -210,12 +211,7 @@ async def test_an_agent_with_one_sink_topic_sends_each_output_there_under_its_ke
         async for v in stream:
             yield v * 2
 
-    got = []
-
-    @app.agent(doubled)
-    async def collect(stream):
-        async for event in stream.events():
-            got.append((event.key, event.value))
+    got = collected(app, doubled)
 
     async with app.running():
         answers = await asyncio.gather(*(double.ask(i, key=f"k{i}", timeout=5) for i in range(5)))
