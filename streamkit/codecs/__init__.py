@@ -31,8 +31,9 @@ class Codec:
 
     def decode_many(self, datas: list[bytes | None]) -> list[Any]:
         """A fetched batch's keys or values, decoded as ``decode`` does each; raises if any one
-        does not decode (the caller then decodes one at a time to learn which). Codecs override
-        it with C-level loops: a Python call per record cost more than most decodes."""
+        does not decode (the caller then decodes one at a time to learn which, so ``decode``
+        sees those before it twice). Codecs override it with C-level loops: a Python call per
+        record cost more than most decodes."""
         return list(map(self.decode, datas))
 
 
