@@ -11,16 +11,14 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from peers.measure import peak_rss_mb  # noqa: F401 - one definition for both venvs (stdlib only)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_seconds() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
 def current_rss_mb() -> float:

@@ -8,18 +8,13 @@ for a table, the changelog sent), then exits.
 import argparse
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
 
 import faust
 import orjson
-
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from measure import cpu, peak_rss_mb  # peers/ is the script directory
 
 
 p = argparse.ArgumentParser()
@@ -54,7 +49,7 @@ async def finish() -> None:
     print("RESULT " + json.dumps({
         "scenario": f"faust-{args.scenario}", "consumed": state["n"], "elapsed_s": elapsed,
         "records_per_s": state["n"] / elapsed, "cpu_s": cpu() - state["cpu0"],
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+        "peak_rss_mb": peak_rss_mb()}), flush=True)
     sys.stdout.flush()
     os._exit(0)
 

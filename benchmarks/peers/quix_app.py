@@ -7,16 +7,11 @@ commit (app.stop() commits), CPU seconds in that window, peak RSS.
 """
 import argparse
 import json
-import resource
 import tempfile
 import time
 
 from quixstreams import Application
-
-
-def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from measure import cpu, peak_rss_mb  # peers/ is the script directory
 
 
 def main() -> None:
@@ -58,7 +53,7 @@ def main() -> None:
     print("RESULT " + json.dumps({
         "scenario": f"quix-{args.scenario}", "consumed": state["n"], "elapsed_s": elapsed,
         "records_per_s": state["n"] / elapsed, "cpu_s": cpu() - state["cpu0"],
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+        "peak_rss_mb": peak_rss_mb()}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,18 @@
+"""The benchmarks' peak RSS is each scenario process's own: ``ru_maxrss`` of a process started
+by vfork (Python's subprocess) begins at its parent's peak, so every scenario reported at least
+the orchestrator's (the 10M-key runs of both drivers printed the same 749 MB)."""
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_a_scenario_process_reports_its_own_peak_rss_not_its_parents():
+    ballast = bytearray(400 * 1024 * 1024)
+    ballast[::4096] = b"\x01" * (len(ballast) // 4096)  # every page resident in this process
+    for where, module in ((BENCHMARKS, "common"), (BENCHMARKS / "peers", "measure")):
+        out = subprocess.run([sys.executable, "-c", f"import {module}; print({module}.peak_rss_mb())"], cwd=where,
+                             capture_output=True, text=True, check=True)
+        assert float(out.stdout) < 200, (module, out.stdout)  # its own: tens of MB, not the 400 here
+    assert len(ballast) == 400 * 1024 * 1024
