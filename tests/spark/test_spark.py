@@ -155,8 +155,13 @@ def run_worker_until(app, topic_counts, broker_address, timeout=60.0):
     asyncio.run(go())
 
 
-def test_agent_and_fold_on_spark_match_the_worker(orders_app, spark, source, broker_address, tmp_path):
+def test_agent_and_fold_on_spark_match_the_worker(orders_app, spark, source, broker_address, capabilities, tmp_path):
     name, _ = source
+    # Read Spark's transactional output committed where that means something: the dev broker's
+    # last stable offset can stay at the start of a committed transaction of concurrent Spark
+    # tasks (test_guide.py; a fresh-clone CI read 309 of 806 committed records here).
+    hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
+    isolation = "read_committed" if hides_aborted else "read_uncommitted"
     plain = read_topic(broker_address, name, to_end=True)  # everything, the streaming test's records too
     total = len(plain)
     expected_big = sum(1 for m in plain if orjson.loads(m.value())["amount"] >= 50)
@@ -168,7 +173,7 @@ def test_agent_and_fold_on_spark_match_the_worker(orders_app, spark, source, bro
     run_worker_until(orders_app.worker_app, {f"big-worker-{run}": expected_big, f"totals-worker-{run}": total},
                      broker_address)
     for kind, count in (("big", expected_big), ("totals", total)):
-        on_spark = read_topic(broker_address, f"{kind}-spark-{run}", expect=count, isolation="read_committed")
+        on_spark = read_topic(broker_address, f"{kind}-spark-{run}", expect=count, isolation=isolation)
         on_worker = read_topic(broker_address, f"{kind}-worker-{run}", expect=count)
         assert len(on_spark) == len(on_worker) == count, kind
         assert by_key(on_spark) == by_key(on_worker), kind  # same values, same order per key
