@@ -164,12 +164,17 @@ class Agent:
             return len(sinks)
         return -1
 
+    def _one_sink_send(self) -> Callable[[Any, Any], bool] | None:
+        """With one sink topic, its ``try_send_soon`` bound once (``Topic.bound_try_send_soon``);
+        None for other sinks, several, or before the worker starts."""
+        sinks = self.sinks
+        bind = getattr(sinks[0], "bound_try_send_soon", None) if len(sinks) == 1 else None
+        return bind() if bind is not None else None
+
     def _bound_emit_now(self) -> Callable[[Any, Event | None], int]:
         """``_emit_now`` for a generator agent's per-record loop: with one sink topic, its send
         bound once (producer, codecs: ``Topic.bound_try_send_soon``), no lookups per record."""
-        sinks = self.sinks
-        bind = getattr(sinks[0], "bound_try_send_soon", None) if len(sinks) == 1 else None
-        send = bind() if bind is not None else None
+        send = self._one_sink_send()
         if send is None:
             return self._emit_now
         emit_now = self._emit_now

@@ -26,9 +26,7 @@ def _handler(agent: "Agent") -> Callable[[Event], "Stalled | None"]:
     """``event -> None`` once its outputs are all queued, else what is left to await."""
     emit_now = agent._emit_now
     fold = agent.fold
-    sinks = agent.sinks
-    bind = getattr(sinks[0], "bound_try_send_soon", None) if len(sinks) == 1 else None
-    send = bind() if bind is not None else None  # one sink topic: its send bound once
+    send = agent._one_sink_send()  # one sink topic: its send bound once
     if fold is None and send is not None:
         fun = agent.source_fun
 
