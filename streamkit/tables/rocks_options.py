@@ -87,6 +87,13 @@ class SharedRocksMemory:
         table.set_block_cache(self.cache)
         table.set_bloom_filter(t.bloom_filter_size, False)
         table.set_cache_index_and_filter_blocks(True)
+        # A new key (a table of distinct keys reads each once, and finds nothing) must not cost a
+        # search of every memtable and level-0 file: a whole-key bloom filter in the memtables,
+        # level-0 filters kept in the cache. Measured on 1.6M keys in 8 rounds of 200k, a miss
+        # cost 0.4-1.0 µs instead of 0.7-2.2 µs; the memtable filter takes a tenth of each memtable.
+        table.set_pin_l0_filter_and_index_blocks_in_cache(True)
+        options.set_memtable_prefix_bloom_ratio(0.1)
+        options.set_memtable_whole_key_filtering(True)
         options.set_block_based_table_factory(table)
         options.set_write_buffer_manager(self.write_buffers)
         options.set_write_buffer_size(t.write_buffer_size)

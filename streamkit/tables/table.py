@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 _MISSING = object()
 # Values nobody can change in place: read from the store without being watched for changes.
 _IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), tuple, frozenset})
-_PLACEMENT_MEMO_TYPES = frozenset({str, bytes, int})  # keys whose placement _locate may remember
+_PLACEMENT_MEMO_TYPES = frozenset({str, bytes, int})  # keys whose placement _place remembers
+PLACEMENT_MEMO_SIZE = 1 << 14  # keys remembered per table; emptied when full (a miss costs little)
 _processing = processing.get  # the record being processed (streams.current_event)
 DELETED = object()  # cache marker: the key was deleted since the last checkpoint
 
@@ -80,7 +81,7 @@ class Table:
         # settles (and checks) every count at start (resolve_partitions), before any changelog is
         # created or read; until then ``partitions`` is provisional and no changelog is created.
         self.partitions = partitions or app.conf.topic_partitions
-        self._located: tuple[type, Any, int, bytes, int] | None = None  # the last key placed (see _locate)
+        self._placements: dict[Any, tuple[bytes, int, bool, int]] = {}  # see _place
         self.resolved = self.is_global
         self._store = store
         self.help = help
@@ -197,18 +198,33 @@ class Table:
         """The partition ``key`` lives in (web routing)."""
         return self.partition_of(self.key_codec.encode(key))
 
+    def _place(self, key: Any) -> tuple[bytes, int, bool, int]:
+        """``key``'s bytes, its partition, whether its bytes give the key back (no entry needs
+        to carry it), and the partition count that placement is for.
+
+        A str, bytes or int key's placement is remembered (immutable types only; their equality
+        never mixes types, and bool is left out: ``True == 1``): ``table[k] += 1`` then
+        ``table[k]`` place one key three times, and hot keys recur. The table's dict-API fast
+        paths read this memo directly."""
+        memoised = type(key) in _PLACEMENT_MEMO_TYPES
+        placed = self._placements.get(key) if memoised else None
+        if placed is not None and placed[3] == self.partitions:
+            return placed
+        return self._placed(key, memoised)
+
+    def _placed(self, key: Any, memoised: bool) -> tuple[bytes, int, bool, int]:
+        """``key`` placed anew (``_place``), and remembered if ``memoised``."""
+        key_bytes = self.key_codec.encode(key) or b""
+        placed = (key_bytes, self.partition_of(key_bytes), not self.entries.carries_key(key), self.partitions)
+        if memoised:
+            if len(self._placements) >= PLACEMENT_MEMO_SIZE:
+                self._placements.clear()
+            self._placements[key] = placed
+        return placed
+
     def _locate(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
-        # ``table[k] += 1`` then ``table[k]`` place one key three times: the last str/bytes/int
-        # key's bytes and partition are kept (immutable types only: a mutated key must not match)
-        located = self._located
-        if located is not None and located[0] is type(key) and located[1] == key and located[2] == self.partitions:
-            key_bytes, number = located[3], located[4]
-        else:
-            key_bytes = self.key_codec.encode(key) or b""
-            number = self.partition_of(key_bytes)
-            if type(key) in _PLACEMENT_MEMO_TYPES:
-                self._located = (type(key), key, self.partitions, key_bytes, number)
-        return key_bytes, self._partition(number, key, writing)
+        placed = self._place(key)
+        return placed[0], self._partition(placed[1], key, writing)
 
     def _partition(self, number: int, key: Any, writing: bool) -> TablePartition:
         """Partition ``number`` of ``key``, if this worker serves it (and, for a write inside a
@@ -259,8 +275,17 @@ class Table:
     def __getitem__(self, key: Any) -> Any:
         if self._sensors.active:
             self._sensors.call("on_table_get", self, key)
-        key_bytes, part = self._locate(key, writing=False)
-        value = self._read(key_bytes, part)
+        memoised = type(key) in _PLACEMENT_MEMO_TYPES  # _place, inline: this runs once per read
+        placed = self._placements.get(key) if memoised else None
+        if placed is None or placed[3] != self.partitions:
+            placed = self._placed(key, memoised)
+        part = self.local.get(placed[1])
+        if part is not None and part.ready:  # a value written since the last checkpoint: the
+            value = part.cache.get(placed[0], _MISSING)  # first place _read looks, inline
+            if value is not _MISSING and value is not DELETED:
+                return value
+        part = self._partition(placed[1], key, False)
+        value = self._read(placed[0], part)
         if value is _MISSING:
             if self.default is None:
                 raise KeyError(key)
@@ -271,6 +296,16 @@ class Table:
     def __setitem__(self, key: Any, value: Any) -> None:
         if self._sensors.active:
             self._sensors.call("on_table_set", self, key, value)
+        placed = self._placements.get(key) if type(key) in _PLACEMENT_MEMO_TYPES else None
+        if placed is not None and placed[2] and placed[3] == self.partitions and type(value) in _IMMUTABLE:
+            # a placed key its bytes give back and a value needing no encoding check (``+= 1``):
+            # _partition's checks and _write's store inline; anything else takes the path below
+            number = placed[1]
+            part = self.local.get(number)
+            event = _processing()
+            if part is not None and part.ready and (event is None or self.is_global or event.partition == number):
+                part.cache[placed[0]] = value
+                return
         key_bytes, part = self._locate(key, writing=True)
         self._write(part, key_bytes, key, value)
 

@@ -222,6 +222,7 @@ class WindowedTable(Table):
         self._windows = {}
         self._emitting: dict[int, tuple[list[tuple[bytes, Any]], list[tuple[Any, str]]]] = {}
         self.key_codec = WindowKeyCodec(self.key_codec)  # type: ignore[assignment]
+        self._placements = {}  # placed by the plain key codec
         self.entries = WindowedEntries(self.key_codec, self.value_codec, key_declared=self.entries.key_declared)
 
     def partition_of(self, key_bytes: bytes | None) -> int:

@@ -27,20 +27,23 @@ class FetchedMessage:
     """A librdkafka message seen as a streamkit ``Message``; fields are read on access.
 
     Copying all seven fields into a ``Message`` cost ~1.4 µs per record, most of the fetch
-    path; the router reads only the key and value of most records."""
+    path; the router reads only the key and value of most records. The partition is kept: the
+    split reads it anyway, and a table checks it at every write (``Table._partition``)."""
 
-    __slots__ = ("_raw",)
+    __slots__ = ("_raw", "partition")
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, partition: int) -> None:
         self._raw = raw
+        self.partition = partition
+
+    @classmethod
+    def of(cls, raw: Any) -> "FetchedMessage":
+        """A view of one librdkafka message whose partition is not known yet."""
+        return cls(raw, raw.partition())
 
     @property
     def topic(self) -> str:
         return self._raw.topic()
-
-    @property
-    def partition(self) -> int:
-        return self._raw.partition()
 
     @property
     def offset(self) -> int:
@@ -79,8 +82,9 @@ class FetchedMessage:
 
 
 def split(raw: list[Any], refuse: Callable[[KafkaError], bool],
-          wrap: Callable[[Any], Any] | None = None) -> dict[TP, list[Any]]:
-    """The fetched records per partition in fetch order (``wrap`` applied to each); error events
+          wrap: Callable[[Any, int], Any] | None = None) -> dict[TP, list[Any]]:
+    """The fetched records per partition in fetch order (``wrap(record, partition)`` applied
+    to each); error events
     that ``refuse`` names are raised, end-of-partition events dropped, the rest logged
     (librdkafka retries them itself)."""
     out: dict[TP, list[Any]] = {}
@@ -96,12 +100,12 @@ def split(raw: list[Any], refuse: Callable[[KafkaError], bool],
         if m.partition() != partition or m.topic() != topic:
             topic, partition = m.topic(), m.partition()
             append = out.setdefault(TP(topic, partition), []).append
-        append(m if wrap is None else wrap(m))
+        append(m if wrap is None else wrap(m, partition))
     return out
 
 
 def as_columns(runs: dict[TP, list[Any]]) -> dict[TP, Columns]:
     """Each field read once per record; no wrapper per record (``message(i)`` makes one)."""
     return {tp: Columns(list(map(_offset_of, run)), list(map(_key_of, run)), list(map(_value_of, run)),
-                        run, FetchedMessage)
+                        run, FetchedMessage.of)
             for tp, run in runs.items()}

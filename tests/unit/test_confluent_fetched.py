@@ -67,12 +67,13 @@ def test_messages_and_columns_read_every_field():
     columns = as_columns(split(raw, never))[TP("a", 0)]
     assert (columns.offsets, columns.keys, columns.values) == ([4, 5], [b"k4", b"k5"], [b"v4", b"v5"])
     assert columns.message(1).offset == 5 and columns.message(1).topic == "a"
+    assert columns.message(1).partition == 0
 
 
 def test_a_batchs_keys_and_values_read_in_one_pass_match_each_messages_own():
     from streamkit.transport.base import keys_and_values
 
-    messages = [FetchedMessage(record("a", 0, i)) for i in range(5)] + [
-        FetchedMessage(Message(topic="a", partition=0, offset=5, key=None, value=None))]
+    messages = [FetchedMessage.of(record("a", 0, i)) for i in range(5)] + [
+        FetchedMessage.of(Message(topic="a", partition=0, offset=5, key=None, value=None))]
     assert keys_and_values(messages) == ([m.key for m in messages], [m.value for m in messages])
     assert keys_and_values(messages)[0][:2] == [b"k0", b"k1"] and keys_and_values(messages)[1][5] is None

@@ -53,3 +53,19 @@ def test_rocksdb_options_refused_at_app_creation(options, message):
 def test_a_write_cache_ceiling_below_one_key_is_refused():
     with pytest.raises(ConfigurationError, match="table_cache_max_keys=0: must be at least 1"):
         sk.App(new_name(), broker="memory://x", driver="memory", table_cache_max_keys=0)
+
+
+def test_rocksdb_stores_filter_absent_keys_in_memtables_and_level_0(tmp_path):
+    """A table of distinct keys reads every key once and finds nothing: each store is opened
+    with a whole-key memtable bloom filter and level-0 filters pinned (RocksDB's own OPTIONS
+    file says what it runs with)."""
+    from streamkit.tables.rocks_options import RocksTuning
+    from streamkit.tables.stores import RocksStore
+
+    store = RocksStore(str(tmp_path / "store"), RocksTuning.from_settings({}).shared())
+    store.apply({b"present": b"1"}, 0)
+    assert store.get(b"absent") is None and store.get(b"present") == b"1"
+    written = "".join(p.read_text() for p in (tmp_path / "store").glob("OPTIONS-*"))
+    assert "memtable_whole_key_filtering=true" in written
+    assert "memtable_prefix_bloom_size_ratio=0.1" in written  # RocksDB's name for the ratio
+    assert "pin_l0_filter_and_index_blocks_in_cache=true" in written
