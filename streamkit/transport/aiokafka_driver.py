@@ -19,6 +19,7 @@ from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .aiokafka_fetched import as_message, as_messages
 from .columns import Columns
 from .aiokafka_batches import BatchedSends, transaction_error
 from .pending import PendingDeliveries
@@ -40,11 +41,6 @@ class _Listener(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         await self._on_assigned([TP(tp.topic, tp.partition) for tp in assigned])
-
-
-def _message(r: Any) -> Message:
-    """An aiokafka ConsumerRecord as a streamkit Message."""
-    return Message(r.topic, r.partition, r.offset, r.key, r.value, list(r.headers), r.timestamp)
 
 
 def _tps(tps: Sequence[TP]) -> list[TopicPartition]:
@@ -107,19 +103,13 @@ class AiokafkaConsumer(Consumer):
 
     async def getmany(self, timeout: float, max_records: int) -> dict[TP, list[Message]]:
         fetched = await self._client.getmany(timeout_ms=int(timeout * 1000), max_records=max_records)
-        out: dict[TP, list[Message]] = {}
-        for tp, records in fetched.items():
-            topic, partition = tp.topic, tp.partition
-            out[TP(topic, partition)] = [
-                Message(topic, partition, r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in records
-            ]
-        return out
+        return {TP(tp.topic, tp.partition): as_messages(records, tp.partition) for tp, records in fetched.items()}
 
     async def getmany_columns(self, timeout: float, max_records: int) -> dict[TP, Columns]:
         """Fields straight from aiokafka's records; a ``Message`` only for a record asked for."""
         fetched = await self._client.getmany(timeout_ms=int(timeout * 1000), max_records=max_records)
         return {TP(tp.topic, tp.partition): Columns([r.offset for r in records], [r.key for r in records],
-                                                    [r.value for r in records], records, _message)
+                                                    [r.value for r in records], records, as_message)
                 for tp, records in fetched.items()}
 
     def assignment(self) -> set[TP]:
