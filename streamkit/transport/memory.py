@@ -160,6 +160,13 @@ class MemoryBroker:
                 shares[i].extend(TP(topic, p) for p in range(start, end))
                 start = end
         if incremental:
+            # Every member takes part in the new generation before it gives anything up, as with
+            # Kafka's incremental protocols: a member's commits while it revokes (its checkpoint,
+            # its commit on revoke) are in that generation and valid. Bumping the group first
+            # and the members only at their assignment fenced any commit in between, and the
+            # fenced member then gave up everything, not only what moved.
+            for member in members:
+                member.generation = self.generations[group]
             for i, member in enumerate(members):
                 keep = set(shares[i])
                 await member._revoke([tp for tp in member._positions if tp not in keep])

@@ -3,6 +3,8 @@ never revoked and keep being processed, and exactly-once stays exact. The protoc
 follows the topology (co-partitioned topics sharing tables need range semantics)."""
 from __future__ import annotations
 
+from typing import Any
+
 import uuid
 
 import pytest
@@ -146,3 +148,40 @@ def test_standby_replicas_keep_a_predictable_failover_unless_incremental_is_aske
     assert choose_protocol(auto, "confluent", stateless, False, standbys=1).protocol is GroupProtocol.COOPERATIVE
     assert choose_protocol(auto, "aiokafka", one, False, standbys=1).range_failover
     assert choose_protocol(auto, "memory", one, False, standbys=1).range_failover
+
+
+async def test_a_member_revoking_in_an_incremental_rebalance_commits_in_the_new_generation():
+    """The in-memory broker as Kafka's incremental protocols: a member commits (exactly-once:
+    offsets in its transaction, fenced by the group generation) while it gives partitions up,
+    and that commit is valid. The broker used to bump the group's generation before telling
+    the members, so a checkpoint in that window was fenced and the member dropped everything
+    (a flaky test_a_joining_worker_takes_only_what_moves_and_eos_stays_exact)."""
+    from streamkit.errors import GroupFenced
+    from streamkit.transport.memory import MemoryConsumer, MemoryProducer
+
+    broker = MemoryBroker.named(f"gen-{uuid.uuid4().hex[:6]}")
+    broker.create_topic("t", 4)
+    producer = MemoryProducer(broker, "txn-first")
+    await producer.init_transactions()
+    first = MemoryConsumer(broker, "g", protocol=GroupProtocol.CONSUMER)
+    commits: list[Any] = []
+
+    async def nothing(_tps):
+        pass
+
+    async def commit_on_revoke(tps):
+        await producer.begin_transaction()
+        try:
+            await producer.send_offsets_to_transaction({tp: 0 for tp in tps}, first.group_metadata())
+            commits.append(sorted(tp.partition for tp in tps))
+        except GroupFenced as exc:
+            commits.append(exc)
+        await producer.abort_transaction()
+
+    first.subscribe(["t"], nothing, commit_on_revoke)
+    await first.getmany(0, 10)
+    second = MemoryConsumer(broker, "g", protocol=GroupProtocol.CONSUMER)
+    second.subscribe(["t"], nothing, nothing)
+    await second.getmany(0, 10)  # joins: the first member gives up half, committing as it does
+    assert commits == [[2, 3]]
+    assert first.group_metadata() == ("g", broker.generations["g"]) == second.group_metadata()
