@@ -96,10 +96,12 @@ def test_a_new_partition_count_places_remembered_keys_again():
     counts = table(default=int)
     processing_record_of(counts, "user-3")
     counts["user-3"] += 1
+    old = counts.key_partition("user-3")
     counts.partitions = 16  # as resolve_partitions settles it at the worker's start
     counts.local = {}
     counts.serve_in_memory()
     number = counts.key_partition("user-3")
+    assert number != old  # 3 of 4, 11 of 16: a stale placement would write elsewhere
     processing_record_of(counts, "user-3")
     counts["user-3"] += 1
     assert counts.local[number].cache[b"user-3"] == 1  # a fresh store: the write went to its new place
