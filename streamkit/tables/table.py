@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from ..codecs import codec_for
 from ..errors import ConfigurationError, StreamkitError
 from ..runtime.progress import processing
-from ..transport.partitioner import partition_for_key
+from ..transport.partitioner import hash_partition
 from .stores import MemoryStore, Store
 from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
@@ -192,7 +192,9 @@ class Table:
     # -- placement ------------------------------------------------------------------------------
 
     def partition_of(self, key_bytes: bytes | None) -> int:
-        return partition_for_key(key_bytes or b"", self.partitions)
+        """The partition of ``key_bytes``: hashed each time, as the table's placement memo
+        (``_place``) asks once per key and the web router's and joins' lookups are rare."""
+        return hash_partition(key_bytes or b"", self.partitions)
 
     def key_partition(self, key: Any) -> int:
         """The partition ``key`` lives in (web routing)."""

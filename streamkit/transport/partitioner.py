@@ -64,6 +64,12 @@ _partition = _librdkafka_partitioner() or _python_partition
 _known: dict[int, dict[bytes, int]] = {}  # partition count -> key -> partition
 
 
+def hash_partition(key: bytes, partitions: int) -> int:
+    """:func:`partition_for_key` without its memo, for callers that keep their own (a table
+    remembers each key's placement): a second memo would only add a miss per new key."""
+    return _partition(key, partitions)
+
+
 def partition_for_key(key: bytes, partitions: int) -> int:
     """The partition Kafka's default partitioner picks for ``key`` (positive murmur2 mod n).
 

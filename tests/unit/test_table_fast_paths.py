@@ -105,3 +105,16 @@ def test_a_new_partition_count_places_remembered_keys_again():
     processing_record_of(counts, "user-3")
     counts["user-3"] += 1
     assert counts.local[number].cache[b"user-3"] == 1  # a fresh store: the write went to its new place
+
+
+def test_a_table_places_keys_as_the_partitioner_does_without_filling_its_memo():
+    """The table remembers placements itself; the partitioner's memo (for producers) is not
+    filled a second time by every new table key."""
+    from streamkit.transport import partitioner
+
+    counts = table(default=int)
+    keys = [f"user-{i}" for i in range(500)]
+    partitioner._known.pop(4, None)
+    placed = [counts.key_partition(key) for key in keys]
+    assert not partitioner._known.get(4)
+    assert placed == [partitioner.partition_for_key(key.encode(), 4) for key in keys]
