@@ -107,6 +107,24 @@ def produce_all(broker: str, topic: str, records: Iterable[tuple], what: str, **
     return time.perf_counter() - started
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(steal, total) jiffies of the machine so far, from /proc/stat ((0, 0) where there is none)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_pct(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The share of the machine's CPU time the hypervisor gave to others between two readings:
+    on a shared VM it explains a run slower than its neighbours (the ratios of one run hold,
+    single rates do not)."""
+    total = after[1] - before[1]
+    return None if total <= 0 else 100.0 * (after[0] - before[0]) / total
+
+
 def run_scenario_process(script: str, scenario: str, args: list[str], timeout: float) -> dict[str, Any]:
     """Run ``script --scenario NAME args`` in a fresh interpreter; parse its ``RESULT {json}`` line.
 
@@ -115,7 +133,7 @@ def run_scenario_process(script: str, scenario: str, args: list[str], timeout: f
     cmd = [sys.executable, script, "--scenario", scenario, *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    started = time.perf_counter()
+    started, ticks = time.perf_counter(), cpu_ticks()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + 60, env=env)
     except subprocess.TimeoutExpired as exc:
@@ -129,6 +147,7 @@ def run_scenario_process(script: str, scenario: str, args: list[str], timeout: f
         result = {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-4000:],
                   "stdout": proc.stdout[-2000:]}
     result["process_s"] = time.perf_counter() - started
+    result["steal_pct"] = steal_pct(ticks, cpu_ticks())
     warnings = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln or "Traceback" in ln]
     if warnings:
         result["stderr_warnings"] = warnings[:20]
@@ -183,4 +202,5 @@ def rate_summary(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict
         "median_elapsed_s": statistics.median(r["elapsed_s"] for r in ok),
         "median_cpu_s": statistics.median(r["cpu_s"] for r in ok),
         "max_peak_rss_mb": max(r["peak_rss_mb"] for r in ok),
+        "max_steal_pct": max((r["steal_pct"] for r in ok if r.get("steal_pct") is not None), default=None),
     }

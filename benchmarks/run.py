@@ -186,9 +186,13 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
     return out
 
 
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}"
+
+
 def print_table(summary: dict[str, dict[str, Any]], out: dict[str, float | None]) -> None:
     header = (f"{'scenario':<30}{'records':>9}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}"
-              f"{'CPU us/rec':>12}{'peak RSS MB':>13}  output")
+              f"{'CPU us/rec':>12}{'peak RSS MB':>13}{'steal %':>9}  output")
     print(header)
     print("-" * len(header))
     for name, s in summary.items():
@@ -197,7 +201,7 @@ def print_table(summary: dict[str, dict[str, Any]], out: dict[str, float | None]
             continue
         span = f"{s['min_rps']:,.0f}-{s['max_rps']:,.0f}"
         print(f"{name:<30}{s['records']:>9}{s['median_rps']:>14,.0f}{span:>22}{s['median_cpu_s']:>8.2f}"
-              f"{s['cpu_us_per_record']:>12.1f}{s['max_peak_rss_mb']:>13.1f}  "
+              f"{s['cpu_us_per_record']:>12.1f}{s['max_peak_rss_mb']:>13.1f}{_pct(s.get('max_steal_pct')):>9}  "
               f"{ {True: 'complete', False: 'INCOMPLETE', None: 'unchecked'}[s['all_outputs_complete']]}")
     print()
     for name, value in out.items():

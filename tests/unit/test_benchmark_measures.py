@@ -16,3 +16,15 @@ def test_a_scenario_process_reports_its_own_peak_rss_not_its_parents():
                              capture_output=True, text=True, check=True)
         assert float(out.stdout) < 200, (module, out.stdout)  # its own: tens of MB, not the 400 here
     assert len(ballast) == 400 * 1024 * 1024
+
+
+def test_steal_is_the_share_of_machine_time_given_away_between_two_readings():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import common
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert common.steal_pct((100, 1000), (400, 2000)) == 30.0
+    assert common.steal_pct((5, 10), (5, 10)) is None  # no time passed: no share
+    steal, total = common.cpu_ticks()
+    assert total > 0 and 0 <= steal <= total  # this Linux machine has /proc/stat
