@@ -157,7 +157,7 @@ def run_scenario_process(script: str, scenario: str, args: list[str], timeout: f
 def run_peer_process(python: Path, script: Path, scenario: str, args: list[str], timeout: float) -> dict[str, Any]:
     """Run a peer's script with the peers' interpreter, from its directory; parse its
     ``RESULT {json}`` line (faust sends print() to its log: stderr is searched too)."""
-    started = time.perf_counter()
+    started, ticks = time.perf_counter(), cpu_ticks()
     try:
         proc = subprocess.run([str(python), str(script), *args], capture_output=True, text=True, timeout=timeout,
                               cwd=str(script.parent))
@@ -168,6 +168,7 @@ def run_peer_process(python: Path, script: Path, scenario: str, args: list[str],
             result = json.loads(line[line.index("RESULT {") + len("RESULT "):])
             result["scenario"] = scenario
             result["process_s"] = time.perf_counter() - started
+            result["steal_pct"] = steal_pct(ticks, cpu_ticks())
             return result
     return {"scenario": scenario, "error": f"exit {proc.returncode}", "stderr": proc.stderr[-3000:]}
 

@@ -19,7 +19,7 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "run", "--broker", broker_address, "--records", "3000",
          "--no-peers", "--recovery-keys", "0", "--repeat", "1",
-         "--latency-seconds", "3", "--state-keys", "4000",
+         "--latency-seconds", "3", "--state-keys", "4000", "--max-steal", "100",
          "--scenarios", "raw-confluent,streamkit-confluent,streamkit-aiokafka-stateful,streamkit-confluent-windowed,"
                         "streamkit-confluent-function,streamkit-aiokafka-fold,latency-confluent,state-size-aiokafka",
          "--json", str(out)],
@@ -32,6 +32,9 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
                                       "streamkit-aiokafka-fold"}
     assert result["ratios"]["stateless function confluent / raw confluent"] == pytest.approx(
         rates_of(result, "streamkit-confluent-function") / rates_of(result, "raw-confluent"))
+    # each run says how much of the machine it lost; none can lose more than all of it
+    assert result["max_steal"] == 100 and not any(result["stolen_runs"].values()), result["stolen_runs"]
+    assert all(0 <= run["steal_pct"] <= 100 for runs in result["runs"].values() for run in runs), result["runs"]
     # every record processed; more when a rebalance on a loaded machine made a worker reprocess some
     assert all(s["ok_runs"] == 1 and s["records"] >= 3000 for s in result["summary"].values()), result["summary"]
     # The printed ratio is the two scenarios' measured rates divided, not any positive number.

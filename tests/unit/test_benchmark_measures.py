@@ -28,3 +28,16 @@ def test_steal_is_the_share_of_machine_time_given_away_between_two_readings():
     assert common.steal_pct((5, 10), (5, 10)) is None  # no time passed: no share
     steal, total = common.cpu_ticks()
     assert total > 0 and 0 <= steal <= total  # this Linux machine has /proc/stat
+
+
+def test_a_run_counts_as_stolen_only_over_the_given_share_and_only_when_asked():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import run
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert run.stolen({"steal_pct": 38.0}, 15)
+    assert not run.stolen({"steal_pct": 4.0}, 15)
+    assert not run.stolen({"steal_pct": 38.0}, None)  # not asked: every run counts, as before
+    assert not run.stolen({"steal_pct": None}, 15)  # no /proc/stat: nothing to judge by
+    assert not run.stolen({"steal_pct": 38.0, "error": "timeout"}, 15)  # a failure is reported, not retried
