@@ -275,7 +275,8 @@ def main(argv: list[str]) -> int:
                         help="distinct keys (one record each) of the state-size scenarios")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-steal", type=float, default=None,
-                        help=f"run a scenario again (up to {STOLEN_RETRIES} times) when the hypervisor took more "
+                        help=f"run a main-table scenario again (up to {STOLEN_RETRIES} times; not the latency, "
+                             "scale-out, state-size or recovery measures) when the hypervisor took more "
                              "than this percentage of the machine's CPU during its run (shared VMs); the "
                              "stolen runs are kept in the JSON as stolen_runs, out of the medians")
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
