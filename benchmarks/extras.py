@@ -13,6 +13,7 @@ from typing import Any
 
 import latency
 import scale_out
+from common import unstolen, with_steal
 
 HERE = Path(__file__).resolve().parent
 EXTRAS = ["latency-confluent", "latency-aiokafka", "scale-out-confluent", "scale-out-aiokafka",
@@ -24,43 +25,59 @@ def run_latency(args: argparse.Namespace, driver: str, stateless_rps: float | No
     if not stateless_rps:
         return {"error": f"no streamkit-{driver} throughput to take half of"}
     rate = int(stateless_rps / 2)
-    runs = []
+    runs, stolen_runs = [], []
     for rep in range(args.repeat):
-        result = latency.measure(args.broker, driver, rate, args.latency_seconds)
+        result, stolen_now = unstolen(lambda _again: with_steal(
+            lambda: latency.measure(args.broker, driver, rate, args.latency_seconds)),
+            args.max_steal, f"latency-{driver} #{rep + 1}")
         runs.append(result)
+        stolen_runs += stolen_now
         print(f"  latency-{driver} #{rep + 1} at {rate:,} rec/s: "
               + (f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms, "
                  f"harness {result['harness_cpu_cores']:.2f} cores; " + latency.describe_stages(result["stages"])
-                 if "error" not in result else f"FAILED {result['error']}"), flush=True)
+                 if "error" not in result else f"FAILED {result['error']}") + _steal(result), flush=True)
     ok = [r for r in runs if "error" not in r]
     if not ok:
-        return {"rate": rate, "ok_runs": 0, "runs": runs}
+        return {"rate": rate, "ok_runs": 0, "runs": runs, "stolen_runs": stolen_runs}
     staged = [r["stages"] for r in ok if "error" not in r["stages"]]
-    return {"rate": rate, "ok_runs": len(ok), "runs": runs,
+    return {"rate": rate, "ok_runs": len(ok), "runs": runs, "stolen_runs": stolen_runs,
             **{f"median_{q}": statistics.median(r[q] for r in ok) for q in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
             "median_stages": {q: statistics.median(s[q] for s in staged) for q in staged[0]} if staged else None,
-            "all_complete": all(r["complete"] for r in ok)}
+            "max_steal_pct": _max_steal(ok), "all_complete": all(r["complete"] for r in ok)}
 
 
 def run_scale_out(args: argparse.Namespace, driver: str, input_topic: str) -> dict[str, Any]:
     """Records/s of 1 and of 2 worker processes in the group's stable window (medians)."""
     rates: dict[int, list[float]] = {1: [], 2: []}
-    runs = []
+    runs, stolen_runs = [], []
     for rep in range(args.repeat):
         for workers in (1, 2):
-            result = scale_out.measure(args.broker, driver, input_topic, workers, timeout=args.timeout)
+            result, stolen_now = unstolen(lambda _again: with_steal(
+                lambda: scale_out.measure(args.broker, driver, input_topic, workers, timeout=args.timeout)),
+                args.max_steal, f"scale-out-{driver} x{workers} #{rep + 1}")
             runs.append(result)
+            stolen_runs += stolen_now
             if "error" in result:
                 print(f"  scale-out-{driver} x{workers} #{rep + 1}: FAILED {result['error']}", flush=True)
                 continue
             rates[workers].append(result["records_per_s"])
             print(f"  scale-out-{driver} x{workers} #{rep + 1}: {result['records_per_s']:,.0f} rec/s "
-                  f"over {result['window_s']:.1f}s", flush=True)
+                  f"over {result['window_s']:.1f}s{_steal(result)}", flush=True)
     if not rates[1] or not rates[2]:
-        return {"ok_runs": 0, "runs": runs}
+        return {"ok_runs": 0, "runs": runs, "stolen_runs": stolen_runs}
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
     return {"ok_runs": min(len(rates[1]), len(rates[2])), "one_worker_rps": one, "two_workers_rps": two,
-            "ratio": two / one, "runs": runs}
+            "ratio": two / one, "max_steal_pct": _max_steal([r for r in runs if "error" not in r]),
+            "runs": runs, "stolen_runs": stolen_runs}
+
+
+def _steal(result: dict[str, Any]) -> str:
+    steal = result.get("steal_pct")
+    return "" if steal is None else f" ({steal:.0f}% stolen)"
+
+
+def _max_steal(runs: list[dict[str, Any]]) -> float | None:
+    return max((r["steal_pct"] for r in runs if r.get("steal_pct") is not None), default=None)
 
 
 def run_json_script(cmd: list[str], path: Path, timeout: float, what: str) -> dict[str, Any]:

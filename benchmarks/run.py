@@ -39,7 +39,8 @@ from typing import Any
 import join_inputs
 import join_runs
 import latency
-from common import admin_client, create_topic, delete_topics, rate_summary, run_peer_process, run_scenario_process
+from common import (STOLEN_RETRIES, admin_client, create_topic, delete_topics, rate_summary, run_peer_process,
+                    run_scenario_process, unstolen)
 from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
 from state_size import run_state_size
 from quick_stateless import PARTITIONS, fill_input, topic_count
@@ -105,15 +106,6 @@ def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str,
     return result, topics
 
 
-STOLEN_RETRIES = 2
-
-
-def stolen(result: dict[str, Any], max_steal: float | None) -> bool:
-    """Whether a run lost more of the machine than ``--max-steal`` allows (never, unset)."""
-    steal = result.get("steal_pct")
-    return max_steal is not None and steal is not None and "error" not in result and steal > max_steal
-
-
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ok, summary = rate_summary(runs)
     if ok:
@@ -171,8 +163,11 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
                 for what in ("p50", "p99"):
                     out[f"latency {driver}: {stage} {what} ms"] = lat["median_stages"][f"{stage}_{what}_ms"]
                 out[f"latency {driver}: {stage} mean ms in the p99 tail"] = lat["median_stages"][f"tail_{stage}_mean_ms"]
+            out[f"latency {driver}: largest steal % of its runs"] = lat.get("max_steal_pct")
         scale = extras.get(f"scale-out-{driver}") or {}
         out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
+        if scale.get("ok_runs"):
+            out[f"scale-out {driver}: largest steal % of its runs"] = scale.get("max_steal_pct")
         state = extras.get(f"state-size-{driver}") or {}
         if state.get("ok_runs"):
             out[f"stateful {driver}: {state['keys']:,} keys / 1,000 keys"] = state["ratio"]
@@ -275,10 +270,10 @@ def main(argv: list[str]) -> int:
                         help="distinct keys (one record each) of the state-size scenarios")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-steal", type=float, default=None,
-                        help=f"run a main-table scenario again (up to {STOLEN_RETRIES} times; not the latency, "
-                             "scale-out, state-size or recovery measures) when the hypervisor took more "
-                             "than this percentage of the machine's CPU during its run (shared VMs); the "
-                             "stolen runs are kept in the JSON as stolen_runs, out of the medians")
+                        help=f"run a scenario again (up to {STOLEN_RETRIES} times: a main-table scenario, a latency run, "
+                             "a scale-out run; not the state-size or recovery measures) when the hypervisor took "
+                             "more than this percentage of the machine's CPU during its run (shared VMs); the "
+                             "stolen runs are kept in the JSON (stolen_runs), out of the medians")
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--no-peers", action="store_true", help="skip faust-streaming and quixstreams")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="input duration of each latency run")
@@ -321,17 +316,16 @@ def main(argv: list[str]) -> int:
               flush=True)
         for rep in range(args.repeat):
             for scenario in scenarios:
-                result, topics = run_one(scenario, args, input_topic, f"{run_id}-{scenario}-{rep}", peers_python)
-                created += topics
-                for again in range(1, STOLEN_RETRIES + 1):
-                    if not stolen(result, args.max_steal):
-                        break
-                    print(f"  {scenario} #{rep + 1}: {result['steal_pct']:.0f}% of the machine's CPU was stolen "
-                          f"(--max-steal {args.max_steal:g}): run again", flush=True)
-                    stolen_runs[scenario].append(result)
-                    result, topics = run_one(scenario, args, input_topic, f"{run_id}-{scenario}-{rep}-{again}",
+
+                def attempt(again: int, scenario: str = scenario, rep: int = rep) -> dict[str, Any]:
+                    result, topics = run_one(scenario, args, input_topic,
+                                             f"{run_id}-{scenario}-{rep}" + (f"-{again}" if again else ""),
                                              peers_python)
-                    created += topics
+                    created.extend(topics)
+                    return result
+
+                result, stolen_now = unstolen(attempt, args.max_steal, f"{scenario} #{rep + 1}")
+                stolen_runs[scenario] += stolen_now
                 runs[scenario].append(result)
                 if "error" in result:
                     print(f"  {scenario} #{rep + 1}: FAILED {result['error']}\n{result.get('stderr', '')[-1500:]}",

@@ -45,6 +45,8 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     assert f"{'stateless confluent / raw confluent':<44} {ratio:,.2f}" in proc.stdout, proc.stdout[-2000:]
     latency = result["extras"]["latency-confluent"]
     assert latency["ok_runs"] == 1 and latency["all_complete"]
+    assert 0 <= latency["runs"][0]["steal_pct"] <= 100 and latency["stolen_runs"] == []  # latency says so too
+    assert latency["max_steal_pct"] == latency["runs"][0]["steal_pct"]
     assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
     # where the time went: the five stages of every measured record add up to its latency,
     # on a broker that stamps its append time (the dev broker does not: said, not made up)
