@@ -170,7 +170,11 @@ async def run_raw_aiokafka(args: argparse.Namespace) -> dict[str, Any]:
         args.input, bootstrap_servers=args.broker, group_id=args.group, auto_offset_reset="earliest",
         session_timeout_ms=6000, heartbeat_interval_ms=1000,
     )
-    producer = AIOKafkaProducer(bootstrap_servers=args.broker, acks=PRODUCER_ACKS, linger_ms=PRODUCER_LINGER_MS)
+    from streamkit.transport.aiokafka_driver import MAX_BATCH_SIZE
+
+    # the batch size streamkit gives aiokafka (aiokafka's own 16 KiB held its sends back): not flattered
+    producer = AIOKafkaProducer(bootstrap_servers=args.broker, acks=PRODUCER_ACKS, linger_ms=PRODUCER_LINGER_MS,
+                                max_batch_size=MAX_BATCH_SIZE)
     await producer.start()
     await consumer.start()
     meter = Meter()

@@ -115,7 +115,8 @@ REFUSED: dict[str, str] = {
     "consumer_metadata_max_age_ms": "consumer_config={'metadata_max_age_ms' or 'metadata.max.age.ms': ...}",
     "consumer_connections_max_idle_ms": "consumer_config={'connections_max_idle_ms' or "
                                         "'connections.max.idle.ms': ...}",
-    "producer_max_batch_size": "producer_config={'max_batch_size' (aiokafka) or 'batch.size' (confluent): ...}",
+    "producer_max_batch_size": "producer_config={'max_batch_size' (aiokafka; streamkit's default 262144) or "
+                               "'batch.size' (confluent): ...}",
     "producer_max_request_size": "producer_config={'max_request_size' or 'message.max.bytes': ...}",
     "producer_partitioner": "streamkit partitions keys with Kafka's murmur2 (what the Java client does); "
                             "send(partition=) picks one explicitly",

@@ -131,7 +131,7 @@ async def test_what_cannot_be_batched_takes_aiokafkas_send():
 
 
 async def test_too_many_full_batches_waiting_makes_senders_wait(monkeypatch):
-    monkeypatch.setattr(aiokafka_batches, "MAX_QUEUED_BATCHES", 2)
+    monkeypatch.setattr(aiokafka_batches, "MAX_QUEUED_BYTES", 2 * 16384)  # two batches of 16 KiB
     client = FakeAiokafka(capacity=1)
     batches = BatchedSends(client, linger_ms=10_000, pending=PendingDeliveries())
     accepted = [batches.try_add("out", b"k", str(i).encode(), 0, None, None) for i in range(4)]
@@ -139,6 +139,8 @@ async def test_too_many_full_batches_waiting_makes_senders_wait(monkeypatch):
     await batches.hand_over()
     assert client.values(0) == [b"0", b"1", b"2"]
     await batches.stop()
+    monkeypatch.undo()  # the same 4 MiB whatever a batch holds: 256 of 16 KiB, 16 of 256 KiB
+    assert [BatchedSends(client, 5, PendingDeliveries(), size).max_queued for size in (16384, 262144)] == [256, 16]
 
 
 async def test_a_tracked_send_gets_its_own_offset_from_its_batchs_delivery():
@@ -169,3 +171,26 @@ async def test_tracked_sends_of_an_aborted_transaction_fail_and_a_failed_hand_ov
     with pytest.raises(RuntimeError, match="no leader"):
         await failed
     await batches.stop()
+
+
+async def test_the_aiokafka_producer_builds_batches_of_256_kib_unless_the_user_says_otherwise():
+    """aiokafka moves one batch per partition per round trip (one request in flight per broker):
+    at its own 16 KiB a backlog of 100-byte records took a round trip per ~150 records."""
+    import streamkit as sk
+    from streamkit.transport.aiokafka_driver import AiokafkaProducer
+
+    def room(producer: AiokafkaProducer) -> int:
+        builder = producer._client.create_batch()
+        fits = 0
+        while builder.append(timestamp=None, key=b"user-1", value=b"x" * 100, headers=[]) is not None:
+            fits += 1
+        return fits
+
+    default = AiokafkaProducer(sk.App("batch-size").conf)
+    mine = AiokafkaProducer(sk.App("batch-size", producer_config={"max_batch_size": 16384}).conf)
+    try:
+        assert room(default) > 1500  # 256 KiB of ~110-byte records; aiokafka's own default holds ~140
+        assert 100 < room(mine) < 200
+    finally:
+        for producer in (default, mine):
+            await producer._client.stop()  # never started: only marks it closed
