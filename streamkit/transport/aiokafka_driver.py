@@ -155,7 +155,8 @@ class AiokafkaConsumer(Consumer):
 # behind it, so under load a partition moves one batch per round trip: at aiokafka's 16 KiB
 # (~150 records of 100 bytes) a backlog took a round trip per 150 records (latency runs: 340-460
 # ms at p99), and every batch costs Python work. Bigger batches only fill under load (linger_ms
-# sends what is open), below Kafka's 1 MB max.message.bytes; producer_config's max_batch_size wins.
+# sends what is open), below Kafka's 1 MB max.message.bytes (a topic set lower needs a lower
+# one: aiokafka does not split a refused batch); producer_config's max_batch_size wins.
 MAX_BATCH_SIZE = 256 * 1024
 
 
