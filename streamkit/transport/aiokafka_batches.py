@@ -132,6 +132,7 @@ class BatchedSends:
                 topic, partition, builder = self.full.popleft()
                 builder.close()  # it lingered here already: aiokafka sends a closed batch at once
                 records = self.tracked.pop(id(builder), None)
+                keep_in_metadata(self.client, topic)
                 try:
                     delivered = await self.client.send_batch(builder, topic, partition=partition)
                 except BaseException as exc:
@@ -158,6 +159,15 @@ class BatchedSends:
             self.sender.cancel()
             await asyncio.gather(self.sender, return_exceptions=True)
             self.sender = None
+
+
+def keep_in_metadata(client: Any, topic: str) -> None:
+    """Have aiokafka's client refresh ``topic``'s metadata from now on. It fetches every topic
+    until a send names one it does not know, then only the topics named since: a topic its first
+    fetch knew was never named, so that refresh dropped it, and its batches queued then waited for
+    a leader until they expired (NotLeaderForPartition after request_timeout_ms), failing the
+    checkpoint. A topic already named costs a done future."""
+    client.client.add_topic(topic)
 
 
 def transaction_error(client: Any) -> BaseException | None:

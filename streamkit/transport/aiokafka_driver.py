@@ -21,7 +21,7 @@ from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
 from .aiokafka_fetched import as_message, as_messages
 from .columns import Columns
-from .aiokafka_batches import BatchedSends, transaction_error
+from .aiokafka_batches import BatchedSends, keep_in_metadata, transaction_error
 from .pending import PendingDeliveries
 from .partitioner import default_partitioner
 from .quiet import quiet_client_logs, with_reconnect_backoff
@@ -215,6 +215,7 @@ class AiokafkaProducer(Producer):
                 return fut  # its batch's delivery is checked at flush: no need to add it here
             if batches.queued:
                 await batches.hand_over()  # records queued before this one go before it
+        keep_in_metadata(self._client, topic)
         fut = await self._client.send(
             topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers
         )

@@ -87,17 +87,13 @@ def test_withdrawals_from_a_faust_producer_are_windowed_and_read_back_by_faust(b
     # the country agent re-keys by Withdrawal.country (group_by a field) into a hopping table:
     # current() is the latest window holding the record's time, [hour, hour + 7200)
     last_by_country = {m.key().decode(): orjson.loads(m.value()) for m in countries}
-    # A checkpoint that did not commit (the dev broker can refuse aiokafka's first deliveries to a
-    # new topic for a while: NotLeaderForPartition) puts its records through again: at least
-    # once, the re-keyed copies it had already written are counted twice, never fewer.
-    repeated = any("checkpoint did not commit" in line for line in worker.lines)
+    # every checkpoint committed: nothing went through twice (a dropped topic's metadata once failed
+    # the first one, about 1 run in 3: keep_in_metadata in transport/aiokafka_batches.py)
+    assert not [line for line in worker.lines if "checkpoint did not commit" in line]
     for country in {r["country"] for r in rows}:
         mine = [r for r in rows if r["country"] == country]
         expected = sum(r["amount"] for r in mine if hour(r) == hour(mine[-1]))
-        if repeated:
-            assert last_by_country[country] >= expected
-        else:
-            assert last_by_country[country] == expected
+        assert last_by_country[country] == expected
 
 
 def distinct_partitions(keys, n, partitions=4):

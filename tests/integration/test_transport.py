@@ -114,3 +114,31 @@ async def test_sends_land_where_kafkas_partitioner_puts_them_in_order_with_their
         assert sent == sorted(sent)  # send order kept within the partition
     by_value = {int(m.value()): (m.partition(), m.offset()) for m in records}
     assert positions == {i: by_value[i] for i in tracked}
+
+
+async def test_a_topic_the_aiokafka_producer_found_known_stays_in_its_metadata(broker_address, unique):
+    """aiokafka's client fetches every topic's metadata until a send names a topic it does not
+    know; from then on it refreshes only the topics it was told of. A topic its first fetch already
+    knew was never told, so the next refresh dropped it: batches of that topic queued at that moment
+    waited for a leader until they expired (NotLeaderForPartition after request_timeout_ms, 40 s),
+    failing the checkpoint, whose records then went through twice (a Faust app's first outputs,
+    about 1 run in 3 on the dev broker). Every topic the producer writes stays in its metadata."""
+    earlier, later = f"earlier-{unique}", f"later-{unique}"
+    drv = create_driver(Settings(broker=broker_address, driver="aiokafka"))
+    admin = drv.admin()
+    await admin.start()
+    await admin.create_topics([TopicSpec(earlier, 2)])
+    producer = drv.producer()
+    await producer.start()  # its first metadata fetch (every topic) knows `earlier`
+    try:
+        await (await producer.send(earlier, b"k", b"1"))
+        await admin.create_topics([TopicSpec(later, 2)])
+        await (await producer.send(later, b"k", b"2"))  # unknown: aiokafka starts tracking topics
+        cluster = producer._client.client  # what aiokafka's sender looks leaders up in
+        await cluster.force_metadata_update()
+        assert cluster.cluster.partitions_for_topic(earlier) == {0, 1}
+        await (await producer.send(earlier, b"k", b"3"))
+        await producer.flush()
+    finally:
+        await producer.stop()
+        await admin.stop()

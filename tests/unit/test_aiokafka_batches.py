@@ -42,7 +42,8 @@ class FakeAiokafka:
         cluster = SimpleNamespace(_last_successful_refresh_ms=1,
                                   partitions_for_topic=lambda topic: set(range(partitions)),
                                   available_partitions_for_topic=lambda topic: set(range(partitions)))
-        self.client = SimpleNamespace(cluster=cluster)
+        self.tracked_topics: set[str] = set()  # those aiokafka's metadata refreshes ask for
+        self.client = SimpleNamespace(cluster=cluster, add_topic=self.tracked_topics.add)
         self.capacity = capacity
         self.sent: list[tuple[str, int, list]] = []
         self.fail_with: BaseException | None = None
@@ -56,6 +57,7 @@ class FakeAiokafka:
         if self.fail_with is not None:
             raise self.fail_with
         assert builder.closed  # handed over closed: aiokafka would linger on an open one again
+        assert topic in self.tracked_topics  # else a metadata refresh can drop it (keep_in_metadata)
         base = len(self.values(partition))  # the partition's log so far
         self.sent.append((topic, partition, builder.records))
         fut = asyncio.get_running_loop().create_future()
