@@ -99,12 +99,14 @@ class Recorded(MemoryProducer):
     def __init__(self, broker, transactional_id=None):
         super().__init__(broker, transactional_id)
         self.tracks: list[bool] = []
+        self.sent_values: list[bytes | None] = []
         self.stopped = False
         self.gate: asyncio.Event | None = None
         self.sending = asyncio.Event()
 
     async def send(self, topic, key, value, *, partition=None, headers=None, timestamp=None, track=True):
         self.tracks.append(track)
+        self.sent_values.append(value)
         if self.gate is not None:
             self.sending.set()
             await self.gate.wait()
@@ -282,5 +284,24 @@ async def test_partition_mode_a_commit_says_when_records_sent_outside_any_record
         assert [r for r in caplog.records if "were lost" in r.getMessage() and r.levelname == "ERROR"]
         assert committed_values(driver.broker, "out") == [b"from a record"]
         await txns.flush()  # reported once, at the commit
+    finally:
+        await txns.stop()
+
+
+async def test_a_sends_route_follows_its_task_being_given_up_and_owned_again():
+    """Routes are remembered per source partition: a task given up must drop its records' sends
+    from then on, and owning it again must route them into the new producer's transaction."""
+    driver, txns = await recorded_units([1])
+    try:
+        with processing_record_of(TP("in", 1)):
+            await txns.send("out", b"k", b"first", partition=0)
+            first = txns.units[(4, 1)]
+            await txns.close_units({(4, 1)})
+            await txns.send("out", b"k", b"given up", partition=0)
+            assert txns.orphans_dropped == 1 and first.sent_values == [b"first"]
+            await txns.assigned([TP("in", 1)])
+            await txns.send("out", b"k", b"owned again", partition=0)
+            second = txns.units[(4, 1)]
+            assert second is not first and second.sent_values == [b"owned again"]
     finally:
         await txns.stop()
