@@ -7,8 +7,15 @@ ahead on the first, and the second's records arrive behind it, late, dropped. So
 each partition's delivered batches apart and hands out the earliest head of the two sides. When
 one side has nothing delivered, it waits while that side is known to have more (its high
 watermark, as the last fetch reported it, lies past what was delivered; Kafka Streams'
-``max.task.idle.ms=0``, KIP-695), at most ``WAIT_CAP`` seconds per wait. Records of one
-partition keep their order; the offsets committed are still each partition's processed prefix.
+``max.task.idle.ms=0``, KIP-695, which waits as long as the lag lasts), until ``WAIT_CAP``
+seconds have passed *and* the worker's consume loop has fetched ``WAIT_ROUNDS`` times meanwhile
+without them: a last resort, not a latency budget. At 2 s of the clock alone, waits ran out on
+a starved machine (a fifth of the CPU stolen) where aiokafka brought a resumed partition's
+records 2-3 s later, letting thousands of records go out unpaired, late, dropped (8,503 of
+200,000 pairs in a benchmark run); and while the loop does not run at all (a long checkpoint,
+an agent holding the event loop) the other side cannot come however long the wait. Records of
+one partition keep their order; the offsets committed are still each partition's processed
+prefix.
 
 Holding records here drains the router's bounded inbox, so the inbox no longer holds the
 consumer back: a client that delivers one side far ahead of the other (librdkafka catching up)
@@ -28,7 +35,9 @@ from ..transport.base import TP
 if TYPE_CHECKING:
     from ..runtime.progress import Batch
 
-WAIT_CAP = 2.0  # seconds one side waits for the other's known records, at most
+WAIT_CAP = 10.0  # seconds one side waits for the other's known records, at least...
+WAIT_ROUNDS = 5  # ...and fetches of the worker's consume loop meanwhile that did not bring them
+RECHECK = 0.05  # seconds before a wait past WAIT_CAP asks again whether the loop fetched
 PAUSE_AT = 5_000  # records held for one partition before it is paused (resumed at half)
 HOLD_CAP = 50_000  # records held for one partition before its earliest go out without waiting
 
@@ -57,7 +66,7 @@ class TimeAligner:
         self.counters = counters
         self.queues: dict[TP, deque[list[Any]]] = {}  # tp -> [batch, next index] entries
         self.held: dict[TP, int] = {}  # records held per partition
-        self.waiting_since: dict[TP, float] = {}
+        self.waiting_since: dict[TP, tuple[float, int]] = {}  # partner -> (time, fetch round)
         self.settled: dict[TP, int] = {}  # high watermark at which a side was found caught up
         self.probed: dict[TP, tuple[int, int | None]] = {}  # (high, delivered) its position was asked at
         self.reason = reason  # this join's name in the pause ledger
@@ -142,7 +151,7 @@ class TimeAligner:
         delivered = runtime.router.delivered.get(partner)
         if high is not None and (self.settled.get(partner) == high or (delivered is not None and high <= delivered)):
             return 0.0
-        since = self.waiting_since.setdefault(partner, now)
+        since, rounds = self.waiting_since.setdefault(partner, (now, runtime.fetch_rounds))
         remaining = since + WAIT_CAP - now
         if remaining > 0 and high is not None and self.probed.get(partner) != (high, delivered):
             # transaction markers (or aborted records) may be all that lies past the delivered
@@ -153,5 +162,7 @@ class TimeAligner:
                 self.settled[partner] = high
                 return 0.0
         if remaining <= 0:
+            if runtime.fetch_rounds - rounds < WAIT_ROUNDS:
+                return RECHECK  # the consumer has not had its chances to bring them yet
             self.counters.waited += 1
         return remaining

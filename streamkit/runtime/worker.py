@@ -81,6 +81,7 @@ class Runtime(Service):
         self.early_checkpoints = 0  # taken because the write caches reached table_cache_max_keys
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
+        self.fetch_rounds = 0  # consume loop iterations: a join's wait counts the fetches it waited
         self.is_leader = False
         self.rebalances = 0
         self._loop_task: asyncio.Task | None = None
@@ -425,6 +426,7 @@ class Runtime(Service):
                     # gone: the new owner processes it, and we must not commit it.
                     if tp in assigned:
                         await router.deliver(tp, messages)
+                self.fetch_rounds += 1
                 failing_since = None
             except asyncio.CancelledError:
                 raise
