@@ -280,6 +280,7 @@ class ExactlyOnceCheckpoint(Checkpoint):
     async def _failed(self, task: "Task", exc: BaseException) -> None:
         self.aborts += 1
         self.rollbacks += 1
+        self.txns.rolled_back(task)  # sends held meanwhile by records of the unit: dropped
         for participant in self.participants:  # the stores hold the committed state
             participant.discard(lambda n, p: self.txns.task_of_table(n, p) == task)
         if not isinstance(exc, ProducerFenced):

@@ -46,9 +46,16 @@ class TransactionalProducer(Producer):
         self._open = asyncio.Event()
         self._in_flight = 0
         self.orphans_dropped = 0  # outputs of records whose task this worker gave up (EOS v1)
+        self.rollbacks: dict[Task, int] = {}  # transactions rolled back, per unit
+        self.rolled_back_dropped = 0  # sends held through their record's rollback (see send)
 
     def task_of(self, tp: TP) -> Task:
         return (self.partition_count(tp.topic), tp.partition) if self.per_partition else WORKER
+
+    def rolled_back(self, task: Task) -> None:
+        """The unit's transaction was rolled back and its partitions go back to their committed
+        offsets (the checkpoint calls this before it lets sends through again)."""
+        self.rollbacks[task] = self.rollbacks.get(task, 0) + 1
 
     def task_of_table(self, partitions: int, number: int) -> Task:
         return (partitions, number) if self.per_partition else WORKER
@@ -147,8 +154,17 @@ class TransactionalProducer(Producer):
     async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
                    headers: Headers | None = None, timestamp: int | None = None,
                    track: bool = True) -> asyncio.Future | None:
-        if not self._open.is_set():
-            await self._open.wait()  # a transaction is committing; the next one opens shortly
+        if not self._open.is_set():  # a transaction is committing; the next one opens shortly
+            source = processing.get()
+            unit = self.task_of(source) if source is not None else None  # an Event, or a dead letter's Message
+            before = self.rollbacks.get(unit, 0)
+            await self._open.wait()
+            if unit is not None and self.rollbacks.get(unit, 0) != before:
+                # Its record's transaction was rolled back while this waited: the record is read
+                # again from the committed offset and sends this again. Sent now, it would join
+                # the next transaction and be committed twice.
+                self.rolled_back_dropped += 1
+                return _dropped()
         task, producer = self._route()
         if producer is None:
             return _dropped()

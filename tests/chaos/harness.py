@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamkit.tables.marks import MARK_KEY
@@ -141,6 +141,10 @@ class Worker:
         return self.process.returncode
 
 
+COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                      KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+
+
 def group_lag(broker: str, group: str, topic: str, ends: dict[int, int] | None = None) -> int:
     """Records of ``topic`` the group has not committed yet (end offset minus committed, summed).
 
@@ -148,11 +152,19 @@ def group_lag(broker: str, group: str, topic: str, ends: dict[int, int] | None =
     checkpoint, so a worker killed after sending leaves its table changes to whoever reprocesses
     the records from the committed offsets. Tables are checked once this is 0. ``ends``: each
     partition's end as read (``topic_ends``), where the broker's may be too low (the dev broker).
+    A retriable error (NOT_COORDINATOR right after a frozen broker thawed, Kafka 4.1) counts as
+    not caught up yet.
     """
     consumer = Consumer({"bootstrap.servers": broker, "group.id": group, "enable.auto.commit": False})
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        committed = consumer.committed(tps, timeout=10)
+        try:
+            committed = consumer.committed(tps, timeout=10)
+        except KafkaException as exc:  # just after a freeze the coordinator can still be moving
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and (error.retriable() or error.code() in COORDINATOR_MOVING):
+                return 1  # not known to be caught up: the callers ask again, up to their deadlines
+            raise
         lag = 0
         for tp in committed:
             _low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=10, cached=False)

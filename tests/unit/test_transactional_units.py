@@ -305,3 +305,32 @@ async def test_a_sends_route_follows_its_task_being_given_up_and_owned_again():
             assert second is not first and second.sent_values == [b"owned again"]
     finally:
         await txns.stop()
+
+
+@pytest.mark.parametrize("per_partition", [False, True])
+async def test_a_records_send_held_through_a_rolled_back_commit_is_dropped(per_partition):
+    """A send that waits while a commit holds sends (a dead letter made while a batch is being
+    delivered, a send that did not fit the client's queue) and whose record's transaction is then
+    rolled back must not go into the next transaction: the record is read again from the committed
+    offset and sends it again. Sent, it was committed twice (Apache Kafka 4.1, exactly-once with a
+    rebalance: 6 dead letters and an output doubled)."""
+    driver, txns = await recorded_units([1, 2], per_partition=per_partition)
+    task = txns.task_of(TP("in", 1))
+    try:
+        async with txns.sends_paused():
+            with processing_record_of(TP("in", 1)):
+                held = asyncio.ensure_future(txns.send("out", b"k", b"of a rolled-back record", partition=0))
+            with processing_record_of(TP("in", 2)):
+                other = asyncio.ensure_future(txns.send("out", b"k", b"of another task", partition=0))
+            untied = asyncio.ensure_future(txns.send("out", b"k", b"a timer's", partition=0))
+            await asyncio.sleep(0.01)
+            assert not held.done()
+            txns.rolled_back(task)
+        await asyncio.gather(held, other, untied)
+        sent = [v for producer in driver.made for v in producer.sent_values]
+        assert b"of a rolled-back record" not in sent
+        assert b"a timer's" in sent  # no record to read again: it joins the next transaction
+        assert (b"of another task" in sent) == per_partition  # EOS v2: one unit, every task rolled back
+        assert txns.rolled_back_dropped == (1 if per_partition else 2)
+    finally:
+        await txns.stop()
