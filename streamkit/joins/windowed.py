@@ -330,6 +330,9 @@ class JoinStream(Stream):
                 aligner.add(inbox.get_nowait())
             picked = await aligner.pick(loop.time())
             if isinstance(picked, tuple):
+                await self._past_barrier()  # see Stream._past_barrier
+                if picked[0].revoked:
+                    continue  # rewound while it waited: the router delivers it again
                 event = self._hand_out(*picked)
                 self._batch = None  # the next record is picked again, not the batch's next
                 return event

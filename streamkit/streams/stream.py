@@ -247,7 +247,7 @@ class Stream(Chainable, Generic[T]):
             self._slice_end, self._run = _clock() + SLICE, 0
         barrier = self.subscriber.barrier
         if barrier is not None and barrier.closed and not held:
-            await barrier.wait()  # an exactly-once checkpoint is committing
+            await self._past_barrier()  # an exactly-once checkpoint is committing
         while self._replay:
             batch, idx = self._replay.pop(0)
             if batch.revoked:
@@ -271,8 +271,22 @@ class Stream(Chainable, Generic[T]):
                 batch = await _get_within(self.subscriber.inbox, timeout)
                 if batch is None:
                     return None
+            barrier = self.subscriber.barrier
+            if barrier is not None and barrier.closed:
+                await self._past_barrier()  # it came while a checkpoint commits: after it
             if not batch.revoked and batch.events:
                 return self._hand_out(batch, 0)
+
+    async def _past_barrier(self) -> None:
+        """Wait while an exactly-once checkpoint commits, before taking a record while holding
+        none. Also after waiting for the inbox: the checkpoint's wait for records in hand found
+        this stream holding nothing, so a record taken now would run the agent during the commit
+        (its send held at the gate, joining the next transaction even if this one rolls back
+        and the record is read again). ``while``: the next checkpoint may close it again before
+        this stream gets its turn."""
+        barrier = self.subscriber.barrier
+        while barrier is not None and barrier.closed:
+            await barrier.wait()
 
     def _hand_out(self, batch: Batch, idx: int) -> Event:
         self._batch, self._idx = batch, idx
