@@ -139,6 +139,15 @@ def properties(where: Path, ports: dict[str, int]) -> str:
     ])
 
 
+def kafka_cluster_id() -> str:
+    """A random cluster id as Kafka's ``Uuid.randomUuid`` makes one: base64url, and never starting
+    with '-' (1 in 64 do), which ``kafka-storage.sh format -t`` takes for an option and fails."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def start(where: Path) -> Iterator[SecuredKafka]:
     """Generate the PKI and properties in ``where``, format and start the broker, yield it, stop it."""
     make_pki(where)
@@ -147,7 +156,7 @@ def start(where: Path) -> Iterator[SecuredKafka]:
     props = where / "server.properties"
     props.write_text(properties(where, ports))
     env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m", "LOG_DIR": str(where / "logs")}
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    cluster_id = kafka_cluster_id()
     formatted = subprocess.run(
         [f"{KAFKA_BIN}/kafka-storage.sh", "format", "-t", cluster_id, "-c", str(props),
          "--add-scram", "SCRAM-SHA-512=[name=admin,password=admin-secret]",
