@@ -52,6 +52,7 @@ class Router:
         self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to
         self.barrier = Barrier()
         self.epoch = 0  # bumped by a rewind: a batch whose delivery spans it is not counted
+        self.revoking: set[TP] = set()  # revoked, not forgotten yet: nothing more is delivered
         self.records_in = 0
         self.frozen = False  # set once the worker froze its topology: no new topic after that
         self.sensors = SensorDelegate()  # the app's (Runtime sets it)
@@ -77,7 +78,7 @@ class Router:
 
     async def deliver(self, tp: TP, messages: list[Message]) -> None:
         """Decode a batch and queue it for every subscriber; bad records go to the error policy."""
-        if not messages:
+        if not messages or tp in self.revoking:
             return
         epoch = self.epoch
         route = self.routes.get(tp.topic)
@@ -108,6 +109,11 @@ class Router:
         self.delivered[tp] = messages[-1].offset + 1
 
     def revoke(self, tps: Sequence[TP]) -> None:
+        """Stop the queued records of ``tps``, and deliver none of them until ``forget``: a
+        client may still hand out records of a partition whose revocation is running, and a
+        batch the streams took after the revoked ones would go on past the records the
+        revocation stopped (its outputs committed, its offset not: processed twice)."""
+        self.revoking.update(tps)
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.revoke(tps)
@@ -122,6 +128,7 @@ class Router:
         for tp in tps:
             self.delivered.pop(tp, None)
             self.first_delivered.pop(tp, None)
+            self.revoking.discard(tp)
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.forget(tps)
