@@ -278,8 +278,8 @@ class Stream(Chainable, Generic[T]):
                 return self._hand_out(batch, 0)
 
     async def _past_barrier(self) -> None:
-        """Wait while an exactly-once checkpoint commits, before taking a record while holding
-        none. Also after waiting for the inbox: the checkpoint's wait for records in hand found
+        """Wait while a checkpoint holds the streams between records (an exactly-once one
+        commits), before taking a record while holding none. Also after waiting for the inbox: the checkpoint's wait for records in hand found
         this stream holding nothing, so a record taken now would run the agent during the commit
         (its send held at the gate, joining the next transaction even if this one rolls back
         and the record is read again). ``while``: the next checkpoint may close it again before
