@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..errors import ProducerFenced, TransactionAborted
 from ..transport.base import TP, Consumer, Producer, retry_while_unreachable
+from .progress import processing
 from .router import Router
 
 if TYPE_CHECKING:
@@ -242,6 +243,7 @@ class ExactlyOnceCheckpoint(Checkpoint):
             try:
                 await self._quiesce()
                 offsets = self.offsets_to_commit()
+                await self._send_dead_letters(offsets)
                 changes = [(p, p.prepare()) for p in self.participants]
                 if not offsets and not self.txns.dirty and not any(c for _, c in changes):
                     return {}
@@ -263,6 +265,19 @@ class ExactlyOnceCheckpoint(Checkpoint):
                 return done
             finally:
                 barrier.open()
+
+    async def _send_dead_letters(self, offsets: dict[TP, int]) -> None:
+        """The held dead letters of records below ``offsets``, into the transactions that commit
+        those offsets (each joins its record's unit: ``processing`` is its record)."""
+        held = self.router.held_letters
+        if not held:
+            return
+        for message, letter in held.due(offsets):
+            token = processing.set(message)
+            try:
+                await self.router.errors.send(letter)
+            finally:
+                processing.reset(token)
 
     async def _commit_units(self, offsets: dict[TP, int], changes: list[tuple[Any, Any]]
                             ) -> tuple[dict["Task", BaseException | None], list[Any]]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterable
 
 from ..errors import WorkerStopped
-from ..transport.base import Message, Producer
+from ..transport.base import TP, Message, Producer
 
 log = logging.getLogger("streamkit.errors")
 
@@ -83,15 +83,61 @@ class ErrorPolicy:
         self.counts["dlq"] += 1
         return message.key, message.value, dead_letter_headers(message, error, stage, self.app_id)
 
-    async def handle(self, stage: str, message: Message, error: BaseException) -> None:
-        """Deal with one failed record in the worker. Raises WorkerStopped under ``stop``."""
+    async def decide(self, stage: str, message: Message, error: BaseException) -> DeadLetter | None:
+        """``judge`` in the worker: under ``stop`` it halts the worker (and raises WorkerStopped)."""
         try:
-            letter = self.judge(stage, message, error)
+            return self.judge(stage, message, error)
         except WorkerStopped as stopped:
             if self._on_stop is not None:
                 await self._on_stop(stopped)
             raise
+
+    async def send(self, letter: DeadLetter) -> None:
+        assert self._producer is not None, "a worker's error policy has its producer"
+        key, value, headers = letter
+        await self._producer().send(self.dlq_topic, key, value, headers=headers, track=False)
+
+    async def handle(self, stage: str, message: Message, error: BaseException) -> None:
+        """Deal with one failed record in the worker. Raises WorkerStopped under ``stop``."""
+        letter = await self.decide(stage, message, error)
         if letter is not None:
-            assert self._producer is not None, "a worker's error policy has its producer"
-            key, value, headers = letter
-            await self._producer().send(self.dlq_topic, key, value, headers=headers, track=False)
+            await self.send(letter)
+
+
+class HeldDeadLetters:
+    """Exactly-once: the dead letters of records that failed to decode, held per partition until
+    a checkpoint commits an offset past their records.
+
+    A record fails to decode when its batch is delivered, ahead of the agent. Sent then, its dead
+    letter joined the next transaction, whose offset stops at the first record the agent has not
+    processed: committed without its record's offset, it was made again by whoever read the
+    partition again from there (a rebalance's next owner, a rollback, a restart). Held letters of
+    a partition that is rewound or given up are dropped with its queued records."""
+
+    def __init__(self) -> None:
+        self.by_partition: dict[TP, list[tuple[Message, DeadLetter]]] = {}
+
+    def add(self, tp: TP, message: Message, letter: DeadLetter) -> None:
+        self.by_partition.setdefault(tp, []).append((message, letter))
+
+    def due(self, offsets: dict[TP, int]) -> list[tuple[Message, DeadLetter]]:
+        """Take the letters of records below ``offsets`` (per partition, in offset order)."""
+        taken: list[tuple[Message, DeadLetter]] = []
+        for tp in [tp for tp in self.by_partition if tp in offsets]:
+            held, end = self.by_partition[tp], offsets[tp]
+            cut = 0
+            while cut < len(held) and held[cut][0].offset < end:
+                cut += 1
+            taken.extend(held[:cut])
+            if cut == len(held):
+                del self.by_partition[tp]
+            else:
+                self.by_partition[tp] = held[cut:]
+        return taken
+
+    def forget(self, tps: Iterable[TP]) -> None:
+        for tp in tps:
+            self.by_partition.pop(tp, None)
+
+    def __len__(self) -> int:
+        return sum(len(held) for held in self.by_partition.values())

@@ -8,7 +8,7 @@ from ..errors import ConfigurationError
 from ..sensors import SensorDelegate
 from ..codecs import Codec
 from ..transport.base import TP, Message, keys_and_values
-from .dead_letters import ErrorPolicy
+from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .progress import Barrier, Batch, Event, Subscriber, processing
 
 
@@ -53,6 +53,7 @@ class Router:
         self.barrier = Barrier()
         self.epoch = 0  # bumped by a rewind: a batch whose delivery spans it is not counted
         self.revoking: set[TP] = set()  # revoked, not forgotten yet: nothing more is delivered
+        self.held_letters: HeldDeadLetters | None = None  # exactly-once: the checkpoint sends them
         self.records_in = 0
         self.frozen = False  # set once the worker froze its topology: no new topic after that
         self.sensors = SensorDelegate()  # the app's (Runtime sets it)
@@ -84,8 +85,14 @@ class Router:
         route = self.routes.get(tp.topic)
         if route is not None:
             events, failures = decode_batch(messages, route.topic.key_codec, route.topic.value_codec)
+            held = self.held_letters
             for message, exc in failures:
-                token = processing.set(message)  # exactly-once: the DLQ record joins its source's transaction
+                if held is not None:  # sent by the checkpoint whose offset passes the record
+                    letter = await self.errors.decide("decode", message, exc)
+                    if letter is not None:
+                        held.add(tp, message, letter)
+                    continue
+                token = processing.set(message)  # a producer that routes by record sees its source
                 try:
                     await self.errors.handle("decode", message, exc)
                 finally:
@@ -129,6 +136,8 @@ class Router:
             self.delivered.pop(tp, None)
             self.first_delivered.pop(tp, None)
             self.revoking.discard(tp)
+        if self.held_letters is not None:
+            self.held_letters.forget(tps)
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.forget(tps)

@@ -21,7 +21,7 @@ from ..transport.base import is_retriable
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .purge import RepartitionPurge, purged_topics
-from .dead_letters import ErrorPolicy
+from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .membership import Membership
 from .pauses import PauseLedger
 from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
@@ -157,6 +157,7 @@ class Runtime(Service):
         if self.txns is not None:
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
                                                     rewind=self._rewind, fenced=self._fenced)
+            self.router.held_letters = HeldDeadLetters()
         else:
             self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self._rewind)
         if self.app.tables or self.conf.web_enabled:
