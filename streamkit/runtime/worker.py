@@ -257,6 +257,7 @@ class Runtime(Service):
         self.rebalancing = True
         self.rebalances += 1
         self.assigned.update(tps)
+        self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
         if self.pauses is not None:
             self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
         if self.checkpoint is not None:

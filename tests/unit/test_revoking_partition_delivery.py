@@ -70,3 +70,26 @@ async def test_records_fetched_while_a_partition_is_revoked_are_not_processed(gu
         end = broker.stable_offset(tp) if guarantee == "exactly_once" else len(broker.logs["out"][0])
         outputs = [m.value for m in broker.logs["out"][0][:end] if m.offset not in hidden]
         assert committed == 2 and outputs == [out.value_codec.encode(v) for v in ("a", "hold")], (committed, outputs)
+
+
+async def test_a_partition_assigned_afresh_delivers_again_even_if_its_revocation_was_cut_short():
+    """The revocation normally ends by forgetting the partition; one cut short (cancelled) must
+    not leave it undeliverable when the group hands it back."""
+    name = f"revoking-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, commit_interval=25)
+    source = app.topic("in", partitions=1)
+    done: list[str] = []
+
+    @app.agent(source)
+    async def read(stream):
+        async for value in stream:
+            done.append(value)
+
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    async with app.running():
+        runtime = app.runtime
+        await wait_for(lambda: runtime.assigned, 10, message="assigned")
+        runtime.router.revoke([TP0])  # a revocation that never reached its end
+        await runtime._on_assigned([TP0])
+        broker.append("in", None, source.value_codec.encode("x"), 0, None, None)
+        await wait_for(lambda: done == ["x"], 10, message="the record of the partition assigned afresh")
