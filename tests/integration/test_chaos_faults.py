@@ -3,16 +3,26 @@ scenario here; see docs/reliability.md for the full matrix on Apache Kafka): mal
 mixed into the input, and the broker frozen (SIGSTOP/SIGCONT, like a network partition)."""
 import pytest
 
+from streamkit.testing.pytest_plugin import require_capability
 from tests.chaos.harness import kept
 from tests.chaos.run import BrokerControl, run
 
 
-@pytest.mark.parametrize("driver,guarantee", [("aiokafka", "at_least_once"), ("confluent", "exactly_once")])
-def test_malformed_records_all_dead_lettered_good_ones_unaffected(broker_address, driver, guarantee, tmp_path):
-    summary = run(broker_address, driver, guarantee=guarantee, scenario="malformed", records=6000, malformed=1000,
-                  workers=2, workdir=tmp_path, seed=1, feed_seconds=5)
+@pytest.mark.parametrize("driver,guarantee", [("aiokafka", "at_least_once"), ("confluent", "exactly_once"),
+                                              ("aiokafka", "exactly_once")])
+def test_malformed_records_all_dead_lettered_good_ones_unaffected(broker_address, driver, guarantee, capabilities,
+                                                                  tmp_path):
+    if (driver, guarantee) == ("aiokafka", "exactly_once"):
+        # its eager rebalance at start, while records are fetched, found two exactly-once defects
+        # (docs/reliability.md); the dev broker cannot start aiokafka's transactional producer
+        require_capability(capabilities, "aiokafka_transactions")
+        records, malformed = 50000, 10000  # as the Kafka matrix: smaller runs did not show them
+    else:
+        records, malformed = 6000, 1000
+    summary = run(broker_address, driver, guarantee=guarantee, scenario="malformed", records=records,
+                  malformed=malformed, workers=2, workdir=tmp_path, seed=1, feed_seconds=5)
     print("\n" + summary.line())
-    assert summary.malformed == 1000
+    assert summary.malformed == malformed
     assert summary.ok, summary.line() + kept(summary, tmp_path)
 
 
