@@ -99,6 +99,19 @@ def test_batch_read_equals_a_plain_consumer(orders_app, spark, source, broker_ad
     assert sums == pytest.approx(dict(expected))
 
 
+def test_a_batch_read_of_an_empty_topic_is_no_rows(orders_app, spark, broker_address):
+    """No offset range to read: PySpark then calls ``read`` once with a placeholder partition
+    (``InputPartition(None)``), which must read nothing rather than fail."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"empty-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker_address})
+    admin.create_topics([NewTopic(name, 2, 1)])[name].result(30)
+    app = orders_app.spark_app
+    app.spark.use(spark)
+    assert app.spark.read_topic(name).collect() == []
+
+
 def test_streaming_read_resumes_from_its_checkpoint(orders_app, spark, source, broker_address, tmp_path):
     name, total = source
     checkpoint, out = str(tmp_path / "checkpoint"), str(tmp_path / "out")
