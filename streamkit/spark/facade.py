@@ -68,17 +68,18 @@ class SparkFacade:
         reader = self.session.readStream if streaming else self.session.read
         return reader.format("streamkit").options(**opts).load()
 
-    def read_table(self, table: "Table") -> "DataFrame":
+    def read_table(self, table: "Table", **options: Any) -> "DataFrame":
         """A table's current contents from its changelog: the latest value per key, deletions dropped.
 
         Columns ``key`` and ``value`` are decoded with the table's codecs; typed values become
-        Spark types, anything else its JSON text.
+        Spark types, anything else its JSON text. ``options`` are the read's data source options
+        (``isolation="read_uncommitted"`` to read past open transactions, for instance).
         """
         from pyspark.sql import functions as F
 
         from ..tables.marks import MARK_KEY
 
-        raw = self.read_topic(table.changelog).where(F.col("key") != F.lit(MARK_KEY))  # checkpoint marks
+        raw = self.read_topic(table.changelog, **options).where(F.col("key") != F.lit(MARK_KEY))  # checkpoint marks
         latest = (raw.groupBy("key")
                   .agg(F.max_by("value", F.struct("partition", "offset")).alias("value"))
                   .where(F.col("value").isNotNull()))

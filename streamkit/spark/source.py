@@ -51,7 +51,10 @@ class _Options:
         self.raw = CaseInsensitiveDict(options)  # Spark hands option names lower-cased
         self.conf = kafka_io.client_config(options)
         self.topics = kafka_io.topics_option(options)
-        self.read_committed = options.get("isolation", "read_committed") != "read_uncommitted"
+        isolation = options.get("isolation", "read_committed")
+        if isolation not in ("read_committed", "read_uncommitted"):
+            raise SparkKafkaError(f"isolation must be read_committed or read_uncommitted, not {isolation!r}")
+        self.read_committed = isolation == "read_committed"
         self.decode = _truthy(options.get("decode", "false"))
         self.app_spec = options.get("app")
         self.on_decode_error = options.get("onDecodeError", "fail")

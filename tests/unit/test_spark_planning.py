@@ -72,3 +72,14 @@ def test_fields_named_like_metadata_columns_are_refused():
 
     with pytest.raises(ConfigurationError, match="offset"):
         decoded_schema(Event)
+
+
+def test_an_isolation_other_than_the_two_kafka_levels_is_refused():
+    from streamkit.spark.kafka_io import SparkKafkaError
+    from streamkit.spark.source import _Options
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t"}
+    assert _Options({**base, "isolation": "read_uncommitted"}).read_committed is False
+    assert _Options(base).read_committed is True
+    with pytest.raises(SparkKafkaError, match="read_committed or read_uncommitted"):
+        _Options({**base, "isolation": "uncommitted"})  # was read committed, silently
