@@ -12,7 +12,8 @@ BROKER=127.0.0.1:$PORT
 OUT=${CHAOS_RESULTS:-chaos-results.txt}
 DRIVERS=${CHAOS_DRIVERS:-"aiokafka confluent"}; GUARANTEES=${CHAOS_GUARANTEES:-"at_least_once exactly_once"}
 scenarios=("$@"); [ ${#scenarios[@]} -gt 0 ] || scenarios=(outage10 outage45 outage120 freeze45 kill churn malformed diskfull)
-control=(--broker-stop "bash $KAFKA stop $DIR" --broker-start "bash $KAFKA start $DIR" --broker-pid-file "$DIR/data-$PORT/broker.pid")
+control=(--broker-stop "bash $KAFKA stop $DIR" --broker-start "bash $KAFKA start $DIR" --broker-pid-file "$DIR/data-$PORT/broker.pid"
+         --kafka-dir "$DIR" --broker-log-dir "$DIR/data-$PORT/logs")  # a failed run explains its duplicates
 status=0
 for s in "${scenarios[@]}"; do
   case $s in

@@ -344,7 +344,8 @@ def kept(summary, workdir: Path) -> str:
     target.mkdir(parents=True, exist_ok=True)
     for log in workdir.glob("*.log"):  # not the workers' data directories
         shutil.copy2(log, target / log.name)
-    return f" (worker logs kept in {target})"
+    explained = "".join(f"\n{note}" for note in summary.notes)  # which outputs, who wrote them (explain.py)
+    return f" (worker logs kept in {target}){explained}"
 
 
 def sigkill_rounds(pool: list["Worker"], kills: int, rng, interval: float, poll, progress, log=print) -> int:
