@@ -126,16 +126,11 @@ class ConfluentProducer(Producer):
             with self._reports_lock:
                 self._reports.append((fut, err, msg))
 
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
-        if partition is not None:
-            kwargs["partition"] = partition
-        if headers:
-            kwargs["headers"] = headers
-        if timestamp is not None:
-            kwargs["timestamp"] = timestamp
+        args = (topic, value, key, -1 if partition is None else partition, delivered, None, timestamp or 0,
+                headers or None)  # by position, as try_send
         while True:
             try:
-                self.client.produce(topic, **kwargs)
+                self.client.produce(*args)
                 break
             except BufferError:  # local queue full: let the poller drain deliveries
                 await asyncio.sleep(0.005)
@@ -146,17 +141,17 @@ class ConfluentProducer(Producer):
 
     def try_send(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None,
                  headers: list[tuple[str, bytes]] | None = None, timestamp: int | None = None) -> bool:
-        """The hot path of untracked sends: one librdkafka call, no coroutine."""
+        """The hot path of untracked sends: one librdkafka call, no coroutine. Arguments go by
+        position (``produce(topic, value, key, partition, callback, on_delivery, timestamp,
+        headers)``): a keyword made the call cost 1.2-1.5 µs instead of 0.8-0.9)."""
         count = self._count
         count.sent += 1
         try:
             if headers or timestamp is not None:
-                self._client.produce(topic, value, key, -1 if partition is None else partition,
-                                     on_delivery=count.on_delivery, headers=headers or None,
-                                     timestamp=timestamp or 0)
+                self._client.produce(topic, value, key, -1 if partition is None else partition, count.on_delivery,
+                                     None, timestamp or 0, headers or None)
             else:
-                self._client.produce(topic, value, key, -1 if partition is None else partition,
-                                     on_delivery=count.on_delivery)
+                self._client.produce(topic, value, key, -1 if partition is None else partition, count.on_delivery)
         except BufferError:  # local queue full: the caller takes the waiting path
             count.sent -= 1
             return False

@@ -76,7 +76,8 @@ async def test_sends_land_where_kafkas_partitioner_puts_them_in_order_with_their
                                                                                             unique):
     """Tracked and untracked sends, mixed, as sinks and ``topic.send`` make them: each key's records
     in its murmur2 partition, in send order, with the timestamps given; a tracked send's result
-    names its own partition and offset (the aiokafka driver batches both kinds itself)."""
+    names its own partition and offset (the aiokafka driver batches both kinds itself); headers
+    where given (librdkafka's produce takes them by position: confluent_producer.py)."""
     from streamkit.testing.helpers import read_topic
     from streamkit.transport.base import delivery_position
     from streamkit.transport.partitioner import partition_for_key
@@ -95,10 +96,11 @@ async def test_sends_land_where_kafkas_partitioner_puts_them_in_order_with_their
         await producer.send(topic, b"warm-up", b"-1", timestamp=base_ms)  # metadata known from here
         for i in range(600):
             key, value = f"user-{i % 7}".encode(), str(i).encode()
+            headers = [("i", value)] if i % 3 == 0 else None
             if i % 10 == 0:
-                tracked[i] = await producer.send(topic, key, value, timestamp=base_ms + i)
-            elif not producer.try_send(topic, key, value, None, None, base_ms + i):
-                await producer.send(topic, key, value, timestamp=base_ms + i, track=False)
+                tracked[i] = await producer.send(topic, key, value, timestamp=base_ms + i, headers=headers)
+            elif not producer.try_send(topic, key, value, None, headers, base_ms + i):
+                await producer.send(topic, key, value, timestamp=base_ms + i, headers=headers, track=False)
         await producer.flush()
         positions = {i: delivery_position(await fut) for i, fut in tracked.items()}
     finally:
@@ -109,6 +111,7 @@ async def test_sends_land_where_kafkas_partitioner_puts_them_in_order_with_their
         i = int(m.value())
         assert m.partition() == partition_for_key(m.key(), 3), (i, m.partition())
         assert m.timestamp()[1] == base_ms + i
+        assert (m.headers() or None) == ([("i", m.value())] if i % 3 == 0 else None), i
     for partition in range(3):
         sent = [int(m.value()) for m in records if m.partition() == partition]
         assert sent == sorted(sent)  # send order kept within the partition
