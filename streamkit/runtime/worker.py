@@ -17,7 +17,7 @@ from ..errors import ConfigurationError, StoreWriteFailed, WorkerStopped
 from ..transport.auth_errors import refusal_in
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning
-from ..transport.base import is_retriable
+from ..transport.base import is_retriable, retry_while_unreachable
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .purge import RepartitionPurge, purged_topics
@@ -317,7 +317,8 @@ class Runtime(Service):
         transactions; only then are the committed offsets final, so start reading from them."""
         assert self.consumer is not None
         await self.txns.assigned(tps)
-        for tp, offset in (await self.consumer.committed(tps)).items():
+        committed = await retry_while_unreachable(lambda: self.consumer.committed(tps), "committed offsets")
+        for tp, offset in committed.items():
             if offset is not None:
                 await self.consumer.seek(tp, offset)
 

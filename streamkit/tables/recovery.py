@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Sequence
 
-from ..transport.base import TP, Consumer, Driver, Message
+from ..transport.base import TP, Consumer, Driver, Message, retry_while_unreachable
 from ..transport.columns import Columns
 from ..transport.reader import read_forever
 from .marks import MARK_KEY, MarkedBlocks, cut, is_mark, put_all
@@ -159,7 +159,8 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
     await consumer.start()
     try:
         tps = list(stores)
-        ends = await consumer.end_offsets(tps)
+        # an outage as the restore begins is waited out (it halted the worker: chaos, outage10)
+        ends = await retry_while_unreachable(lambda: consumer.end_offsets(tps), "changelog end offsets")
         starts = {tp: (stores[tp].offset + 1 if stores[tp].offset is not None else 0) for tp in tps}
         progress.total += sum(max(0, ends[tp] - starts[tp]) for tp in tps)
         for tp in tps:
