@@ -146,8 +146,24 @@ def delete_records(settings: Settings) -> tuple[bool, str]:
     return True, "DeleteRecords moves the log start"
 
 
+def refuses_oversized_records(settings: Settings) -> tuple[bool, str]:
+    name = f"probe-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(confluent_conf(settings))
+    admin.create_topics([NewTopic(name, 1, 1, config={"max.message.bytes": "2000"})])[name].result(15)
+    producer = Producer(confluent_conf(settings, **{"message.timeout.ms": 10000}))
+    outcome: list = []
+    producer.produce(name, b"x" * 20_000, on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(15)
+    if not outcome:
+        raise ProbeInconclusive("the oversized record was never reported")
+    if outcome[0] is None:
+        return False, "this broker accepts a record over its topic's max.message.bytes"
+    return True, f"a record over max.message.bytes is refused ({outcome[0].name()})"
+
+
 PROBES = {
     "delete_records": delete_records,
+    "refuses_oversized_records": refuses_oversized_records,
     "read_committed_hides_aborted": read_committed_hides_aborted,
     "end_offsets_exact": end_offsets_exact,
     "aiokafka_transactions": aiokafka_transactions,

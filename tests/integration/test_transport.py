@@ -145,3 +145,36 @@ async def test_a_topic_the_aiokafka_producer_found_known_stays_in_its_metadata(b
     finally:
         await producer.stop()
         await admin.stop()
+
+
+@pytest.mark.requires("refuses_oversized_records")
+async def test_a_transaction_holding_a_record_the_broker_refused_does_not_commit(broker_address, unique, capabilities):
+    """A transactional librdkafka producer's untracked sends report nothing one by one
+    (confluent_producer.UnreportedCount): a record the broker refused must still keep its
+    transaction from committing, and read_committed readers see none of it."""
+    from streamkit.errors import TransactionAborted
+    from streamkit.testing.helpers import read_topic
+    from streamkit.transport.pending import DeliveryFailed
+
+    topic = f"small-{unique}"
+    drv = create_driver(Settings(broker=broker_address, driver="confluent"))
+    admin = drv.admin()
+    await admin.start()
+    await admin.create_topics([TopicSpec(topic, 1, config={"max.message.bytes": "2000"})])
+    await admin.stop()
+    producer = drv.producer(transactional_id=f"refused-{unique}")
+    await producer.start()
+    try:
+        await producer.init_transactions()
+        await producer.begin_transaction()
+        assert producer.try_send(topic, b"k", b"fits")
+        assert producer.try_send(topic, b"k", b"x" * 20_000)  # over the topic's limit: refused by the broker
+        with pytest.raises((DeliveryFailed, TransactionAborted)):
+            await producer.flush()
+            await producer.commit_transaction()
+        await producer.abort_transaction()
+    finally:
+        await producer.stop()
+    hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
+    if hides_aborted:  # the dev broker shows aborted records to read_committed readers
+        assert read_topic(broker_address, topic, isolation="read_committed", idle=3) == []
