@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+import msgspec
 from confluent_kafka import KafkaError, KafkaException, Message as RawMessage
 
 from .base import TP
@@ -23,18 +24,17 @@ _key_of = RawMessage.key
 _value_of = RawMessage.value
 
 
-class FetchedMessage:
+class FetchedMessage(msgspec.Struct, eq=False):
     """A librdkafka message seen as a streamkit ``Message``; fields are read on access.
 
     Copying all seven fields into a ``Message`` cost ~1.4 µs per record, most of the fetch
     path; the router reads only the key and value of most records. The partition is kept: the
-    split reads it anyway, and a table checks it at every write (``Table._partition``)."""
+    split reads it anyway, and a table checks it at every write (``Table._partition``). A
+    ``msgspec.Struct`` for its C constructor: 0.11 against 0.27 µs a record for a slotted class's
+    ``__init__`` (``eq=False``: compared by identity, as before)."""
 
-    __slots__ = ("_raw", "partition")
-
-    def __init__(self, raw: Any, partition: int) -> None:
-        self._raw = raw
-        self.partition = partition
+    _raw: Any
+    partition: int
 
     @classmethod
     def of(cls, raw: Any) -> "FetchedMessage":
