@@ -11,19 +11,19 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any, Sequence
 
+import msgspec
+
 _key_of = attrgetter("_record.key")
 _value_of = attrgetter("_record.value")
 
 
-class FetchedRecord:
+class FetchedRecord(msgspec.Struct, eq=False):
     """An aiokafka ``ConsumerRecord`` seen as a streamkit ``Message`` (base.py); the partition
-    is kept as a field: a table checks it at every write (``Table._partition``)."""
+    is kept as a field: a table checks it at every write (``Table._partition``). A
+    ``msgspec.Struct`` for its C constructor, as ``confluent_fetched.FetchedMessage``."""
 
-    __slots__ = ("_record", "partition")
-
-    def __init__(self, record: Any, partition: int) -> None:
-        self._record = record
-        self.partition = partition
+    _record: Any
+    partition: int
 
     @property
     def topic(self) -> str:
