@@ -272,7 +272,14 @@ class Runtime(Service):
             await self._fence_previous_owners(tps)
         waiting: list[TP] = []
         if self.tables is not None:
-            waiting = await self.tables.rebalanced(self.assigned)
+            try:
+                waiting = await self.tables.rebalanced(self.assigned)
+            except StoreWriteFailed as exc:  # a store that cannot be opened (disk full): nothing more
+                self.router.revoke(tps)  # is read or handed to agents; the worker halts
+                if self.pauses is not None:
+                    self.pauses.hold("store failed", tps)
+                await self.fail(exc)
+                return
         self.tasks.assigned(tps, waiting)
         if fencing:
             self.pauses.release("fencing", tps)  # those waiting for their tables stay paused for that

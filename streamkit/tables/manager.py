@@ -89,8 +89,14 @@ class TableManager:
         store = self.stores.get(key)
         if store is None:
             conf = self.app.conf
-            store = self.stores[key] = open_store(table.store_url, conf.data_dir, self.app.id, table.name, number,
-                                                  self.rocks_memory)
+            try:
+                store = open_store(table.store_url, conf.data_dir, self.app.id, table.name, number, self.rocks_memory)
+            except Exception as exc:  # a full disk or an unwritable directory: as a failed write
+                raise StoreWriteFailed(
+                    f"table {table.name!r} partition {number}: writing the store under {conf.data_dir!r} failed as "
+                    f"it was opened ({exc}); the worker stops, the changelog holds the writes and recovery restores "
+                    "them once the disk is writable") from exc
+            self.stores[key] = store
         return store
 
     def _close(self, table: Table, number: int) -> None:

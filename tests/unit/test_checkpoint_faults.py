@@ -619,3 +619,32 @@ async def test_exactly_once_commits_a_send_made_outside_any_record(tmp_path, mod
         await app.runtime.checkpoint.commit()
         await wait_for(lambda: 4242 in outputs(app, committed_only=True), 10,
                        message="the send committed without any input offset moving")
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_a_store_that_cannot_be_opened_halts_the_worker_and_no_record_is_dead_lettered(tmp_path, guarantee,
+                                                                                             monkeypatch):
+    """The disk full as partitions are assigned (the Kafka chaos matrix, diskfull, exactly-once:
+    the fill met a worker's assignment). Opening partition 1's store failed; the consume loop
+    took it for a client error and retried while records of that partition went to the agent,
+    whose table partition was not there: each failed, and was dead-lettered (9,720 of 20,000
+    outputs missing on confluent; aiokafka swallowed the error and went on without halting)."""
+    from streamkit.tables import manager
+
+    real_open = manager.open_store
+
+    def open_or_fail(url, data_dir, app_id, table, partition, memory=None):
+        if partition == 1:
+            raise OSError(28, "No space left on device")
+        return real_open(url, data_dir, app_id, table, partition, memory)
+
+    monkeypatch.setattr(manager, "open_store", open_or_fail)
+    app, numbers, sums, processed = build(tmp_path, guarantee, commit_interval=0.1)
+    async with app.running():
+        runtime = app.runtime
+        send_inputs(app, numbers, 0, N)
+        await wait_for(lambda: runtime.failed.is_set(), 10, message="the worker halting")
+        assert isinstance(runtime.fatal, sk.StoreWriteFailed)
+        assert "No space left on device" in str(runtime.fatal) and "'sums' partition 1" in str(runtime.fatal)
+        assert runtime.errors.counts["dlq"] == 0
+        assert not visible(app, f"{app.id}-dlq", committed_only=False)
