@@ -143,6 +143,9 @@ class Agent:
 
         async def give_up(held: Any, exc: BaseException) -> None:
             assert self._runtime is not None
+            if getattr(exc, "halts_worker", False):  # the worker's state is missing, not the record's fault:
+                await self._runtime.fail(exc)  # halt, the records unacknowledged, rather than dead-letter them
+                raise exc
             for event in held:
                 _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
                 await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)

@@ -29,7 +29,10 @@ DELETED = object()  # cache marker: the key was deleted since the last checkpoin
 
 
 class PartitionNotLocal(StreamkitError, KeyError):
-    """The key lives in a table partition this worker does not own (or has not recovered)."""
+    """The key lives in a table partition this worker does not own (or has not recovered).
+    ``halts_worker``: it is the partition of the record being processed (see ``_is_own_partition``)."""
+
+    halts_worker = False
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
@@ -243,8 +246,24 @@ class Table:
         part = self.local.get(number)
         if part is None or not part.ready:
             state = "is recovering" if part is not None else "is not owned by this worker"
-            raise PartitionNotLocal(f"table {self.name!r}: partition {number} (key {key!r}) {state}")
+            error = PartitionNotLocal(f"table {self.name!r}: partition {number} (key {key!r}) {state}")
+            error.halts_worker = self._is_own_partition(number)
+            raise error
         return part
+
+    def _is_own_partition(self, number: int) -> bool:
+        """True when ``number`` is the partition of the record being processed, in a topic
+        co-partitioned with this table: the worker owns that record, so its table partition must
+        be here. Missing, it is the worker's state that is wrong, not the record: the worker
+        halts (the record is processed again by whoever owns it next) rather than dead-letter it."""
+        event = _processing()
+        runtime = self.app.runtime
+        if event is None or self.is_global or runtime is None or getattr(event, "partition", -1) != number:
+            return False
+        try:
+            return runtime.partition_count(event.topic) == self.partitions
+        except Exception:  # noqa: BLE001 - a topic it cannot count: not one it can vouch for
+            return False
 
     # -- dict API -------------------------------------------------------------------------------
 

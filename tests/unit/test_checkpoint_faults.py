@@ -648,3 +648,20 @@ async def test_a_store_that_cannot_be_opened_halts_the_worker_and_no_record_is_d
         assert "No space left on device" in str(runtime.fatal) and "'sums' partition 1" in str(runtime.fatal)
         assert runtime.errors.counts["dlq"] == 0
         assert not visible(app, f"{app.id}-dlq", committed_only=False)
+
+
+async def test_a_record_whose_own_table_partition_is_missing_halts_the_worker_and_is_not_dead_lettered(tmp_path):
+    """Defence in depth for the case above: whatever leaves a worker processing a record of a
+    partition it owns without that partition's table, the record is not the problem; it is
+    kept (unacknowledged) and the worker halts, rather than the record being dead-lettered."""
+    app, numbers, sums, processed = build(tmp_path, "at_least_once", commit_interval=0.1)
+    async with app.running():
+        runtime = app.runtime
+        await wait_for(lambda: runtime.assigned and runtime.tables.ready and runtime.tables.stores, 10,
+                       message="table partitions assigned")
+        del sums.local[sums.partition_of(b"k0")]  # as if its store had never been opened
+        send_inputs(app, numbers, 0, 1)  # key k0
+        await wait_for(lambda: runtime.failed.is_set(), 10, message="the worker halting")
+        assert "partition" in str(runtime.fatal) and "not owned by this worker" in str(runtime.fatal)
+        assert runtime.errors.counts["dlq"] == 0 and processed == []
+        assert not visible(app, f"{app.id}-dlq", committed_only=False)
