@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import BrokerUnavailable, ConfigurationError
 from ..transport.auth_errors import refusal_in
-from .diagnostics import install_dump_signal
+from .diagnostics import flow_state, install_dump_signal
 
 log = logging.getLogger("streamkit.worker")
 
@@ -23,7 +23,7 @@ async def serve(app: Any) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    install_dump_signal(loop)
+    install_dump_signal(loop, lambda: flow_state(app.runtime))
     try:
         await app.start()
     except (BrokerUnavailable, ConfigurationError) as exc:
