@@ -21,6 +21,7 @@ from .security import compression, confluent_common
 log = logging.getLogger("streamkit.confluent")
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 FLUSH_STEP = 5.0  # seconds per blocking flush call (a cancelled flush frees its thread this soon)
+TXN_CALL_GRACE = 30.0  # seconds past its own timeout before a transactional call is given up as hung
 
 
 class ConfluentProducer(Producer):
@@ -54,6 +55,7 @@ class ConfluentProducer(Producer):
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._txn_in_flight: asyncio.Future | None = None
+        self._txn_hung = False  # a transactional call never returned: every later one fails at once
 
     @property
     def client(self) -> CKProducer:
@@ -242,21 +244,35 @@ class ConfluentProducer(Producer):
 
     # -- transactions (librdkafka's calls block: run them off the loop) --------------------------
 
-    async def _txn_call(self, what: str, fn: Any, *args: Any) -> None:
-        """One transactional call. librdkafka's transactional calls are resumable: one that
-        fails with a retriable error (a timeout while the broker is away) is made again until it
-        completes, however long the outage. Calls never overlap: a caller cancelled while its
-        call runs in a thread (a stopping worker) leaves the next call waiting for that thread,
-        or librdkafka refuses it ("Simultaneous ... calls not allowed") and a later abort too."""
+    async def _txn_call(self, what: str, fn: Any, *args: Any, timeout: float | None = None) -> None:
+        """One transactional call (``timeout``: librdkafka's own, passed as its last argument).
+        librdkafka's transactional calls are resumable: one that fails with a retriable error (a
+        timeout while the broker is away) is made again until it completes, however long the
+        outage. Calls never overlap: a caller cancelled while its call runs in a thread (a
+        stopping worker) leaves the next call waiting for that thread, or librdkafka refuses it
+        ("Simultaneous ... calls not allowed") and a later abort too. A call still running
+        ``TXN_CALL_GRACE`` past its own timeout is given up as hung (librdkafka #5456/#5511: a
+        coordinator request that never times out, seen after a broker restart): the transaction
+        fails, and so does every later call of this producer at once, so the unit is replaced."""
         loop = asyncio.get_running_loop()
+        call_args = (*args, timeout) if timeout is not None else args
+        limit = (timeout or 0.0) + TXN_CALL_GRACE
 
         async def once() -> None:
             previous = self._txn_in_flight
             if previous is not None and not previous.done():
+                if self._txn_hung:
+                    raise TransactionAborted(f"{what}: an earlier transactional call of this producer never "
+                                             "returned; the producer is replaced")
                 await asyncio.wait({previous})
-            self._txn_in_flight = call = loop.run_in_executor(None, fn, *args)
+            self._txn_in_flight = call = loop.run_in_executor(None, fn, *call_args)
             try:
-                await asyncio.shield(call)
+                done, _ = await asyncio.wait({call}, timeout=limit)
+                if not done:
+                    self._txn_hung = True
+                    raise TransactionAborted(f"{what} did not return within {limit:.0f}s (librdkafka waits on a "
+                                             "coordinator that went away); rolled back with a new producer")
+                call.result()
             except KafkaException as exc:
                 err = exc.args[0]
                 if not isinstance(err, KafkaError):
@@ -274,21 +290,22 @@ class ConfluentProducer(Producer):
         await retry_while_unreachable(once, what)
 
     async def init_transactions(self) -> None:
-        await self._txn_call("init_transactions", self.client.init_transactions, 60)
+        await self._txn_call("init_transactions", self.client.init_transactions, timeout=60)
 
     async def begin_transaction(self) -> None:
         await self._txn_call("begin_transaction", self.client.begin_transaction)
 
     async def send_offsets_to_transaction(self, offsets: dict[TP, int], group: Any) -> None:
         parts = [TopicPartition(tp.topic, tp.partition, off) for tp, off in offsets.items()]
-        await self._txn_call("send_offsets_to_transaction", self.client.send_offsets_to_transaction, parts, group, 10)
+        await self._txn_call("send_offsets_to_transaction", self.client.send_offsets_to_transaction, parts, group,
+                             timeout=10)
 
     async def commit_transaction(self) -> None:
-        await self._txn_call("commit_transaction", self.client.commit_transaction, 20)
+        await self._txn_call("commit_transaction", self.client.commit_transaction, timeout=20)
         await self.flush()  # settles delivery futures (the commit already flushed the records)
 
     async def abort_transaction(self) -> None:
-        await self._txn_call("abort_transaction", self.client.abort_transaction, 30)
+        await self._txn_call("abort_transaction", self.client.abort_transaction, timeout=30)
         with self._reports_lock:  # aborted records' reports (errors or not) mean nothing now
             self._reports = []
         self._count = self._count_type()  # its records' reports (purged ones) go to the old count
