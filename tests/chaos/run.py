@@ -134,12 +134,15 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         elif scenario == "diskfull":
             assert disk is not None
             victim = pool[0]
+            logged_before = victim.log_path.stat().st_size  # a reused workdir keeps older runs' lines
             log(f"  worker 0's state disk filled ({disk.fill()} bytes) at {len(outputs.records)} outputs")
             summary.faults += 1
             deadline = time.monotonic() + 120
             while victim.running and time.monotonic() < deadline:
                 outputs.poll(1.0)
-            halted_log = victim.log_path.read_text(errors="replace")
+            with victim.log_path.open("rb") as whole:
+                whole.seek(logged_before)
+                halted_log = whole.read().decode(errors="replace")
             halted = (not victim.running and "writing the store" in halted_log and "No space left" in halted_log
                       and "streamkit: worker halted" in halted_log and "Traceback" not in halted_log)
             if not halted:
