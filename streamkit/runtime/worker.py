@@ -74,6 +74,7 @@ class Runtime(Service):
         self.partition_counts: dict[str, int] = {}
         self._fetch_epoch = 0  # bumped by a rewind: batches fetched before it are stale
         self._pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
+        self._rebalance_lock = asyncio.Lock()  # assignment and revocation callbacks, one at a time
         self.tables: Any = None  # the TableManager, when the app has tables
         self.topology: Topology | None = None  # frozen at start, before the first subscribe
         self.membership: Membership | None = None  # claims on <app-id>-__cluster (tables or web)
@@ -254,12 +255,30 @@ class Runtime(Service):
     # -- rebalance ------------------------------------------------------------------------------
 
     async def _on_assigned(self, tps: list[TP]) -> None:
+        """One rebalance callback at a time: a revocation can outlast the client's wait for it
+        (the confluent driver returns to librdkafka after 120 s; a lost partition's commit waits
+        for a broker that is away), and an assignment handled meanwhile had its partitions
+        removed by the revocation's end. The client reads none of ``tps`` until it is handled
+        (the driver pauses them as it assigns them; released here)."""
+        async with self._rebalance_lock:
+            if self.pauses is not None:
+                self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
+                self.pauses.hold("assigning", tps)
+            try:
+                await self._handle_assigned(tps)
+            finally:
+                if self.pauses is not None and not self.failed.is_set():  # a halting worker reads no more
+                    self.pauses.release("assigning", tps)
+
+    async def _on_revoked(self, tps: list[TP]) -> None:
+        async with self._rebalance_lock:
+            await self._handle_revoked(tps)
+
+    async def _handle_assigned(self, tps: list[TP]) -> None:
         self.rebalancing = True
         self.rebalances += 1
         self.assigned.update(tps)
         self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
-        if self.pauses is not None:
-            self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
         if self.checkpoint is not None:
             self.checkpoint.assigned(tps)
         self.is_leader = self._owns_leadership()
@@ -296,7 +315,7 @@ class Runtime(Service):
             states, self._rebalance_states = self._rebalance_states, None
             self.app.sensors.call_each("on_rebalance_end", states, self.app)
 
-    async def _on_revoked(self, tps: list[TP]) -> None:
+    async def _handle_revoked(self, tps: list[TP]) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
         if not tps:
             return

@@ -204,6 +204,10 @@ class ConfluentConsumer(Consumer):
                 consumer.incremental_assign(partitions)
             else:
                 consumer.assign(partitions)
+            # Read nothing of them until the worker has handled the assignment (it resumes them):
+            # if that waits for an earlier revocation past this callback's wait, a fetch would
+            # otherwise move past records the worker then drops as not (yet) its own.
+            consumer.pause(partitions)
             # The generation this assignment belongs to, for transactions. Asked from any other
             # thread while a rebalance callback runs, librdkafka blocks: take it here, instantly.
             self._group_metadata = consumer.consumer_group_metadata()
