@@ -1,0 +1,220 @@
+"""What a worker does as partitions come, go or are taken from it: the group's rebalance
+callbacks (one at a time), the revocation's bounded finish and commit, exactly-once fencing and
+the rewind to the committed offsets after a rolled-back checkpoint or a fence.
+
+A part of :class:`~streamkit.runtime.worker.Runtime` (a mixin over the runtime's state), kept
+apart so the worker module holds the service's start, loops and stop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..errors import StoreWriteFailed
+from ..transport import TP
+from ..transport.base import retry_while_unreachable
+
+log = logging.getLogger("streamkit.worker")  # the worker's own lines, wherever the code sits
+
+
+def describe_tps(tps: list[TP]) -> str:
+    """``topic[0,1,2] other[0]``: one short line for logs."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return " ".join(f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(by_topic.items()))
+
+
+class PartitionOwnership:
+    """The rebalance half of the Runtime (worker.py), which holds every attribute used here."""
+
+    # -- rebalance ------------------------------------------------------------------------------
+
+    async def _on_assigned(self, tps: list[TP]) -> None:
+        """One rebalance callback at a time: a revocation can outlast the client's wait for it
+        (the confluent driver returns to librdkafka after 120 s; a lost partition's commit waits
+        for a broker that is away), and an assignment handled meanwhile had its partitions
+        removed by the revocation's end. The client reads none of ``tps`` until it is handled
+        (the driver pauses them as it assigns them; released here)."""
+        async with self._rebalance_lock:
+            if self.pauses is not None:
+                self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
+                self.pauses.hold("assigning", tps)
+            try:
+                await self._handle_assigned(tps)
+            finally:
+                if self.pauses is not None and not self.failed.is_set():  # a halting worker reads no more
+                    self.pauses.release("assigning", tps)
+
+    async def _on_revoked(self, tps: list[TP]) -> None:
+        async with self._rebalance_lock:
+            await self._handle_revoked(tps)
+
+    async def _handle_assigned(self, tps: list[TP]) -> None:
+        self.rebalancing = True
+        self.rebalances += 1
+        self.assigned.update(tps)
+        self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
+        if self.checkpoint is not None:
+            self.checkpoint.assigned(tps)
+        self.is_leader = self._owns_leadership()
+        log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
+                 describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
+        fencing = self.txns is not None and self.txns.per_partition and bool(tps)
+        if fencing:
+            assert self.pauses is not None
+            self.pauses.hold("fencing", tps)  # nothing is read before the previous owners are fenced
+            await self._fence_previous_owners(tps)
+        waiting: list[TP] = []
+        if self.tables is not None:
+            try:
+                waiting = await self.tables.rebalanced(self.assigned)
+            except StoreWriteFailed as exc:  # a store that cannot be opened (disk full): nothing more
+                self.router.revoke(tps)  # is read or handed to agents; the worker halts
+                if self.pauses is not None:
+                    self.pauses.hold("store failed", tps)
+                await self.fail(exc)
+                return
+        self.tasks.assigned(tps, waiting)
+        if fencing:
+            self.pauses.release("fencing", tps)  # those waiting for their tables stay paused for that
+        if self.pauses is not None:
+            # The rejoin after a fence is done; partitions it gave straight back (an incremental
+            # protocol keeps them, unannounced) are read again, from the committed offsets
+            self.pauses.release_all("fenced")
+        await self._announce_assignment()
+        await self.app.on_partitions_assigned.send(assigned=set(tps))
+        self.rebalancing = False
+        await self.app.on_rebalance_complete.send()
+        self._rebalance_started()
+        if self._rebalance_states is not None:
+            states, self._rebalance_states = self._rebalance_states, None
+            self.app.sensors.call_each("on_rebalance_end", states, self.app)
+
+    async def _handle_revoked(self, tps: list[TP]) -> None:
+        """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
+        if not tps:
+            return
+        self._rebalance_started()
+        self.rebalancing = not self._stopping
+        await self.app.on_partitions_revoked.send(revoked=set(tps))
+        self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
+        await self.release(tps, self.conf.stop_timeout)
+        self.assigned.difference_update(tps)
+        if self.pauses is not None:
+            self.pauses.forget(tps)
+        await self._announce_assignment()
+        self.tasks.close(tps, "revoked")
+        if self.txns is not None and self.txns.per_partition:
+            kept = {self.txns.task_of(tp) for tp in self.assigned}
+            await self.txns.close_units({self.txns.task_of(tp) for tp in tps} - kept)
+        self.is_leader = self._owns_leadership()
+        if self.tables is not None and not self._stopping:
+            await self.tables.rebalanced(self.assigned)
+
+    # -- exactly-once -----------------------------------------------------------------------------
+
+    async def _fence_previous_owners(self, tps: list[TP]) -> None:
+        """EOS v1: our task producers fence the previous owners' and settle their open
+        transactions; only then are the committed offsets final, so start reading from them."""
+        assert self.consumer is not None
+        await self.txns.assigned(tps)
+        committed = await retry_while_unreachable(lambda: self.consumer.committed(tps), "committed offsets")
+        for tp, offset in committed.items():
+            if offset is not None:
+                await self.consumer.seek(tp, offset)
+
+    async def wait_stable_offsets(self, tps: list[TP]) -> None:
+        """Block until no transaction of a previous owner is pending on ``tps`` (a read_committed
+        committed-offset fetch waits for that), so table recovery sees its outcome."""
+        assert self.consumer is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.conf.transaction_timeout_ms / 1000 + 30
+        while True:
+            try:
+                await self.consumer.committed(tps)
+                return
+            except Exception as exc:
+                if loop.time() > deadline:
+                    raise
+                log.info("waiting for a previous owner's transaction to finish: %r", exc)
+                await asyncio.sleep(1.0)
+
+    def _rewind_positions(self, tps: list[TP]) -> dict[TP, int]:
+        """Where each of ``tps`` goes back to: the last committed offset, or, with none yet, the
+        first record delivered since the assignment; queued records of ``tps`` are dropped."""
+        assert self.checkpoint is not None
+        targets = {}
+        for tp in tps:
+            target = self.checkpoint.committed.get(tp, self.router.first_delivered.get(tp))
+            if target is not None:
+                targets[tp] = target
+        self.router.revoke(tps)
+        self.router.forget(tps)
+        self.router.epoch += 1  # a batch being delivered right now is stale: not counted
+        self._fetch_epoch += 1
+        return targets
+
+    async def _rewind(self, tps: list[TP]) -> None:
+        """After a rolled-back checkpoint: read ``tps`` again from the last committed offsets.
+        The consume loop seeks before its next fetch, dropping what a fetch in flight returns."""
+        self._pending_seeks.update(self._rewind_positions(tps))
+
+    async def _fenced(self, task: Any) -> None:
+        """A newer producer or group generation took over: stop writing, drop the partitions
+        (tables recover again when they come back) and rejoin the group."""
+        assert self.consumer is not None and self.checkpoint is not None
+        tps = sorted(tp for tp in self.assigned if self.txns.task_of(tp) == task)  # v2: every partition
+        log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
+        self.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
+        assert self.pauses is not None
+        self.pauses.hold("fenced", tps)  # until the rejoin assigns them afresh
+        # Back to the last committed offsets, whatever the rejoin does: an incremental rebalance
+        # may hand these partitions straight back without resetting their positions, and
+        # reading on from there would skip the records of the aborted transaction.
+        self._pending_seeks.update(self._rewind_positions(tps))
+        self.checkpoint.forget(tps)
+        if self.tables is not None:
+            self.tables.drop(lambda n, p: self.txns.task_of_table(n, p) == task)
+        await self.txns.reopen(task)
+        self.consumer.rejoin()
+
+    async def release(self, tps: list[TP], timeout: float) -> None:
+        revoked = set(tps)
+        self.router.revoke(tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.router.busy_with(revoked) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        if self.router.busy_with(revoked):
+            log.warning("records still in flight after %.1fs; they will be processed again", timeout)
+        if self.checkpoint is not None:
+            try:
+                if self._stopping:  # a broker away must not keep a stopping worker up
+                    async with asyncio.timeout(max(timeout, 1.0)):  # not wait_for: see _bounded
+                        await self._commit(tps)
+                else:
+                    await self._commit(tps)
+            except Exception as exc:
+                log.warning("commit on %s failed (records will be processed again): %r",
+                            "stop" if self._stopping else "revoke", exc)
+            self.checkpoint.forget(tps)
+        self.router.forget(tps)
+
+    async def _announce_assignment(self) -> None:
+        """Tell the cluster which topic partitions this worker is assigned (``@app.topic_route``)."""
+        if self.membership is None:
+            return
+        topics: dict[str, list[int]] = {}
+        for tp in sorted(self.assigned):
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        try:
+            await self.membership.publish(topics=topics)
+        except Exception as exc:  # the heartbeat publishes it again
+            log.warning("announcing the assignment failed: %r", exc)
+
+    def _rebalance_started(self) -> None:
+        """Sensors' ``on_rebalance_start`` (once per rebalance; a stopping worker's revocation is none)."""
+        if self._rebalance_states is None and self.app.sensors.active and not self._stopping:
+            self._rebalance_states = self.app.sensors.call("on_rebalance_start", self.app)
