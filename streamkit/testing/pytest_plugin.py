@@ -80,6 +80,8 @@ def _session_broker() -> Iterator[tuple[str, int | None]]:
     if external:
         pid = os.environ.get("STREAMKIT_TEST_BROKER_PID")
         yield external, int(pid) if pid else None
+        if not os.environ.get("STREAMKIT_TEST_KEEP_TOPICS"):
+            _delete_passed_tests_topics(external)
         return
     from ..devbroker import start_dev_broker
 
@@ -132,6 +134,42 @@ def require_capability(caps: Capabilities, name: str) -> None:
 
 
 @pytest.fixture
-def unique() -> str:
-    """A short unique suffix for topic, group and app names."""
-    return uuid.uuid4().hex[:8]
+def unique(request: Any) -> str:
+    """A short unique suffix for topic, group and app names. On an external broker, the topics
+    whose names hold the suffix of a test that passed are deleted when the session ends (a
+    failed test's stay for a look; ``STREAMKIT_TEST_KEEP_TOPICS=1`` keeps all): a broker that
+    serves suite after suite otherwise gathers thousands of topics, restarts slowly and runs
+    out of file handles."""
+    suffix = uuid.uuid4().hex[:8]
+    _SUFFIXES[suffix] = request.node.nodeid
+    return suffix
+
+
+_SUFFIXES: dict[str, str] = {}  # unique suffix -> the test it was handed to
+_FAILED: set[str] = set()  # node ids of tests that failed in any phase
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+    outcome = yield
+    if outcome.get_result().failed:
+        _FAILED.add(item.nodeid)
+
+
+def _delete_passed_tests_topics(address: str) -> None:
+    """Delete the topics named with a passed test's ``unique`` suffix (see ``unique``)."""
+    passed = {suffix for suffix, node in _SUFFIXES.items() if node not in _FAILED}
+    if not passed:
+        return
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": address})
+    try:
+        names = [name for name in admin.list_topics(timeout=30).topics
+                 if any(suffix in name for suffix in passed)]
+        for future in (admin.delete_topics(names, operation_timeout=30).values() if names else ()):
+            future.result(60)
+    except Exception as exc:  # noqa: BLE001 - the tests' verdicts stand; say what was left behind
+        import warnings
+
+        warnings.warn(f"streamkit: the passed tests' topics on {address} were not all deleted: {exc}", stacklevel=1)

@@ -27,7 +27,7 @@ import orjson
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .harness import PARTITIONS, Reader, Worker, group_lag, sigkill_rounds
+from .harness import PARTITIONS, Reader, Worker, delete_run_topics, group_lag, sigkill_rounds
 
 BASE_MS = 1_767_225_600_000
 WITHIN_MS = 1500
@@ -174,6 +174,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     summary.pairs_duplicated = len(pairs) - len(set(pairs))
     summary.pairs_spurious = len(set(pairs) - truth_pairs)
     summary.seconds = time.monotonic() - started
+    if summary.ok:  # a failed run's topics stay for whoever looks next
+        delete_run_topics(broker, suffix)
     return summary
 
 

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from .disk import SmallDisk
 from .explain import explain
-from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, feed, group_lag, sigkill_rounds,
-                      table_errors, topic_ends, window_errors)
+from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, delete_run_topics, feed, group_lag,
+                      sigkill_rounds, table_errors, topic_ends, window_errors)
 
 SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
@@ -79,7 +79,7 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         fault_seconds: float = 45.0, churn_seconds: float = 120.0, malformed: int = 10000,
         control: BrokerControl | None = None, drain_timeout: float = 240.0, workdir: Path | None = None,
         seed: int | None = None, windows: bool = False, feed_seconds: float | None = None, fold: bool = False,
-        kafka_dir: Path | None = None, log_dir: Path | None = None, log=print) -> Summary:
+        kafka_dir: Path | None = None, log_dir: Path | None = None, keep_topics: bool = False, log=print) -> Summary:
     if scenario not in SCENARIOS:
         raise SystemExit(f"unknown scenario {scenario!r}: one of {', '.join(SCENARIOS)}")
     rng = random.Random(seed)
@@ -213,6 +213,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
         summary.notes.extend(explain(outputs.records, records, topic=names["out"], kafka_dir=kafka_dir,
                                      log_dir=log_dir))
         (workdir / "explain.log").write_text("\n".join([summary.line(), *summary.notes]) + "\n")
+    elif not keep_topics:  # a failed run's topics stay for explain.py and whoever looks next
+        delete_run_topics(broker, unique)
     return summary
 
 
@@ -253,13 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-dir", type=Path, default=None,
                         help="the Kafka installation (bin/kafka-dump-log.sh): a failed run names each duplicate's batch")
     parser.add_argument("--broker-log-dir", type=Path, default=None, help="the broker's log.dirs (with --kafka-dir)")
+    parser.add_argument("--keep-topics", action="store_true",
+                        help="keep a passed run's topics (a failed run's are always kept)")
     args = parser.parse_args(argv)
     control = BrokerControl(args.broker_stop, args.broker_start, args.broker_pid_file)
     summary = run(args.broker, args.driver, guarantee=args.guarantee, scenario=args.scenario, records=args.records,
                   kills=args.kills, workers=args.workers, interval=args.interval, fault_seconds=args.fault_seconds,
                   churn_seconds=args.churn_seconds, malformed=args.malformed, control=control, seed=args.seed,
                   workdir=args.workdir, windows=args.windows, fold=args.fold, kafka_dir=args.kafka_dir,
-                  log_dir=args.broker_log_dir)
+                  log_dir=args.broker_log_dir, keep_topics=args.keep_topics)
     for note in summary.notes:
         print(note)
     print(summary.line())  # last: chaos-matrix.sh keeps the last line
