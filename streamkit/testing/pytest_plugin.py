@@ -80,8 +80,6 @@ def _session_broker() -> Iterator[tuple[str, int | None]]:
     if external:
         pid = os.environ.get("STREAMKIT_TEST_BROKER_PID")
         yield external, int(pid) if pid else None
-        if not os.environ.get("STREAMKIT_TEST_KEEP_TOPICS"):
-            _delete_passed_tests_topics(external)
         return
     from ..devbroker import start_dev_broker
 
@@ -156,11 +154,21 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
         _FAILED.add(item.nodeid)
 
 
-def _delete_passed_tests_topics(address: str) -> None:
-    """Delete the topics named with a passed test's ``unique`` suffix (see ``unique``)."""
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    external = os.environ.get("STREAMKIT_TEST_BROKER")
+    if external and not os.environ.get("STREAMKIT_TEST_KEEP_TOPICS"):
+        problem = _delete_passed_tests_topics(external)
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if problem and reporter is not None:
+            reporter.write_line(f"streamkit: the passed tests' topics on {external} were not all deleted: {problem}")
+
+
+def _delete_passed_tests_topics(address: str) -> str | None:
+    """Delete the topics named with a passed test's ``unique`` suffix (see ``unique``); what
+    went wrong, if anything (the tests' verdicts stand either way)."""
     passed = {suffix for suffix, node in _SUFFIXES.items() if node not in _FAILED}
     if not passed:
-        return
+        return None
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": address})
@@ -169,7 +177,6 @@ def _delete_passed_tests_topics(address: str) -> None:
                  if any(suffix in name for suffix in passed)]
         for future in (admin.delete_topics(names, operation_timeout=30).values() if names else ()):
             future.result(60)
-    except Exception as exc:  # noqa: BLE001 - the tests' verdicts stand; say what was left behind
-        import warnings
-
-        warnings.warn(f"streamkit: the passed tests' topics on {address} were not all deleted: {exc}", stacklevel=1)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: the tests' verdicts stand
+        return repr(exc)
+    return None
