@@ -51,6 +51,21 @@ class PartitionOwnership:
         async with self._rebalance_lock:
             await self._handle_revoked(tps)
 
+    async def _on_lost(self, tps: list[TP]) -> None:
+        """Partitions the group took away while this worker could not answer (its session
+        expired: a broker outage, a frozen process). The group refuses commits for them, and
+        another member may be writing their tables already. At-least-once they are dropped
+        without a checkpoint: their records since the last commit are processed again by the
+        next owner, and no changelog record of this worker's cache lands after the next owner's
+        (a revocation's checkpoint sent them, then waited for the broker to refuse the offsets).
+        Exactly-once keeps the revocation's path: its commit fails and rolls the unit back."""
+        async with self._rebalance_lock:
+            if tps:
+                log.warning("lost %d partitions (the group moved on while this worker could not answer): %s; "
+                            "their records since the last commit are processed again by their next owner",
+                            len(tps), describe_tps(tps))
+            await self._handle_revoked(tps, lost=self.txns is None)
+
     async def _handle_assigned(self, tps: list[TP]) -> None:
         self.rebalancing = True
         self.rebalances += 1
@@ -92,15 +107,16 @@ class PartitionOwnership:
             states, self._rebalance_states = self._rebalance_states, None
             self.app.sensors.call_each("on_rebalance_end", states, self.app)
 
-    async def _handle_revoked(self, tps: list[TP]) -> None:
-        """Finish in-flight records of ``tps`` (bounded), commit them, forget their state."""
+    async def _handle_revoked(self, tps: list[TP], *, lost: bool = False) -> None:
+        """Finish in-flight records of ``tps`` (bounded), commit them unless ``lost``, forget
+        their state."""
         if not tps:
             return
         self._rebalance_started()
         self.rebalancing = not self._stopping
         await self.app.on_partitions_revoked.send(revoked=set(tps))
         self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
-        await self.release(tps, self.conf.stop_timeout)
+        await self.release(tps, self.conf.stop_timeout, commit=not lost)
         self.assigned.difference_update(tps)
         if self.pauses is not None:
             self.pauses.forget(tps)
@@ -180,7 +196,9 @@ class PartitionOwnership:
         await self.txns.reopen(task)
         self.consumer.rejoin()
 
-    async def release(self, tps: list[TP], timeout: float) -> None:
+    async def release(self, tps: list[TP], timeout: float, *, commit: bool = True) -> None:
+        """Stop handing out records of ``tps``, let those in progress finish (up to ``timeout``),
+        and, if ``commit``, checkpoint them."""
         revoked = set(tps)
         self.router.revoke(tps)
         loop = asyncio.get_running_loop()
@@ -189,7 +207,7 @@ class PartitionOwnership:
             await asyncio.sleep(0.01)
         if self.router.busy_with(revoked):
             log.warning("records still in flight after %.1fs; they will be processed again", timeout)
-        if self.checkpoint is not None:
+        if self.checkpoint is not None and commit:
             try:
                 if self._stopping:  # a broker away must not keep a stopping worker up
                     async with asyncio.timeout(max(timeout, 1.0)):  # not wait_for: see _bounded
@@ -199,6 +217,7 @@ class PartitionOwnership:
             except Exception as exc:
                 log.warning("commit on %s failed (records will be processed again): %r",
                             "stop" if self._stopping else "revoke", exc)
+        if self.checkpoint is not None:
             self.checkpoint.forget(tps)
         self.router.forget(tps)
 

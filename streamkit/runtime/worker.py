@@ -230,7 +230,7 @@ class Runtime(PartitionOwnership, Service):
 
     def _subscribe(self) -> None:
         assert self.consumer is not None
-        self.consumer.subscribe(self._group_topics(), self._on_assigned, self._on_revoked)
+        self.consumer.subscribe(self._group_topics(), self._on_assigned, self._on_revoked, self._on_lost)
 
     def _group_topics(self) -> list[str]:
         """The group's topics: the agents' sources, or the leader topic for an app without any.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
@@ -12,6 +12,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.errors import GroupIdNotFound, UnknownTopicOrPartitionError, for_code
 from aiokafka.protocol.admin import DeleteGroupsRequest
+from aiokafka.protocol.commit import OffsetCommitRequest
 from aiokafka.errors import (InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError,
                             TopicAuthorizationFailedError)
 
@@ -32,12 +33,19 @@ log = logging.getLogger(__name__)
 
 
 class _Listener(ConsumerRebalanceListener):
-    def __init__(self, on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
+    def __init__(self, on_assigned: RebalanceCallback, on_revoked: RebalanceCallback,
+                 on_lost: RebalanceCallback | None = None, session_lost: Callable[[], bool] = lambda: False) -> None:
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
+        self._on_lost = on_lost or on_revoked
+        self._session_lost = session_lost
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        await self._on_revoked([TP(tp.topic, tp.partition) for tp in revoked])
+        """aiokafka has no callback of its own for lost partitions: a revocation that comes after
+        the coordinator reset the member's generation (a heartbeat, commit or join answered
+        that the member is unknown or its generation stale) is one."""
+        tps = [TP(tp.topic, tp.partition) for tp in revoked]
+        await (self._on_lost if tps and self._session_lost() else self._on_revoked)(tps)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         await self._on_assigned([TP(tp.topic, tp.partition) for tp in assigned])
@@ -78,9 +86,16 @@ class AiokafkaConsumer(Consumer):
     async def stop(self) -> None:
         await self._client.stop()
 
-    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
-        self._subscription = (list(topics), _Listener(on_assigned, on_revoked))
+    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback,
+                  on_lost: RebalanceCallback | None = None) -> None:
+        self._subscription = (list(topics), _Listener(on_assigned, on_revoked, on_lost, self._session_lost))
         self._client.subscribe(topics=list(topics), listener=self._subscription[1])
+
+    def _session_lost(self) -> bool:
+        """The coordinator forgot this member's generation (aiokafka resets it to -1 when the
+        group answers that the member is unknown or stale): commits would be refused."""
+        coordinator = getattr(self._client, "_coordinator", None)
+        return coordinator is not None and coordinator.generation == OffsetCommitRequest.DEFAULT_GENERATION_ID
 
     def rejoin(self) -> None:
         topics, listener = self._subscription

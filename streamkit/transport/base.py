@@ -168,9 +168,13 @@ class Consumer(abc.ABC):
 
     @abc.abstractmethod
     def subscribe(
-        self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback
+        self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback,
+        on_lost: RebalanceCallback | None = None,
     ) -> None:
-        """Join the group for ``topics``; callbacks run before fetching resumes."""
+        """Join the group for ``topics``; callbacks run before fetching resumes. ``on_lost``
+        (default: ``on_revoked``) is for partitions the group took away while this member could
+        not answer (its session expired): another member may own them already, and the group
+        refuses this member's commits for them."""
 
     @abc.abstractmethod
     async def assign(self, tps: Sequence[TP], offsets: dict[TP, int] | None = None) -> None:

@@ -193,8 +193,10 @@ class ConfluentConsumer(Consumer):
             self._inline_calls.put((fn, result))
             return True
 
-    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
+    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback,
+                  on_lost: RebalanceCallback | None = None) -> None:
         revoke = self._bridge(on_revoked)
+        lost = revoke if on_lost is None else self._bridge(on_lost)  # librdkafka's on_lost: the session expired
         assigned = self._bridge(on_assigned)
 
         def assign_then_notify(consumer: Any, partitions: list[TopicPartition]) -> None:
@@ -213,8 +215,8 @@ class ConfluentConsumer(Consumer):
             self._group_metadata = consumer.consumer_group_metadata()
             assigned(consumer, partitions)
 
-        self._subscription = (list(topics), assign_then_notify, revoke)
-        self.client.subscribe(list(topics), on_assign=assign_then_notify, on_revoke=revoke, on_lost=revoke)
+        self._subscription = (list(topics), assign_then_notify, revoke, lost)
+        self.client.subscribe(list(topics), on_assign=assign_then_notify, on_revoke=revoke, on_lost=lost)
 
     def rejoin(self) -> None:
         """Leave and join again. Asked while a rebalance callback runs (it cannot leave the group
@@ -227,9 +229,9 @@ class ConfluentConsumer(Consumer):
         self._fetch_pool.submit(_logged, self._resubscribe)
 
     def _resubscribe(self) -> None:
-        topics, on_assign, on_revoke = self._subscription
+        topics, on_assign, on_revoke, on_lost = self._subscription
         self.client.unsubscribe()
-        self.client.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+        self.client.subscribe(topics, on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
 
     async def position(self, tp: TP) -> int | None:
         [part] = await self._call(self.client.position, [TopicPartition(*tp)])

@@ -212,7 +212,9 @@ class MemoryConsumer(Consumer):
             self.broker.groups[self.group_id].remove(self)
             await self.broker.rebalance(self.group_id)
 
-    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback) -> None:
+    def subscribe(self, topics: Sequence[str], on_assigned: RebalanceCallback, on_revoked: RebalanceCallback,
+                  on_lost: RebalanceCallback | None = None) -> None:
+        """Members of the memory broker's groups have no session to lose: ``on_lost`` is never called."""
         if not self.group_id:
             raise ConfigurationError("subscribe needs a group id")
         self._topics = list(topics)

@@ -1,0 +1,155 @@
+"""Partitions lost with the group session are dropped without a checkpoint (at-least-once).
+
+A worker whose session expired (a broker outage, a frozen process) had its partitions revoked
+with a commit: the commit waited for the broker to come back only to be refused (the member's
+generation is gone), and the checkpoint's changelog records of its write cache landed after the
+new owner's, for keys it had meanwhile written (Kafka Streams closes such tasks dirty).
+"""
+from __future__ import annotations
+
+import uuid
+
+import streamkit as sk
+from streamkit.testing import wait_for
+from streamkit.transport import TP
+from streamkit.transport.memory import MemoryBroker
+
+
+def _app(tmp_path, **settings):
+    name = f"lost-{uuid.uuid4().hex[:6]}"
+    # no periodic checkpoint during the test (~2 s): whether one ran must be the callbacks' doing
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 data_dir=str(tmp_path), topic_partitions=2, commit_interval=25, **settings)
+    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=2)
+    totals = app.Table("totals", default=int, partitions=2)
+
+    @app.agent(numbers)
+    async def add(stream):
+        async for key, value in stream.items():
+            totals[key] += value
+
+    return app, numbers, totals
+
+
+def _ready(table) -> bool:
+    return len(table.local) == 2 and all(part.ready for part in table.local.values())
+
+
+def _keys_of(app, numbers):
+    """A key of each partition (Kafka's murmur2 placement, as the table's)."""
+    from streamkit.transport.partitioner import partition_for_key
+
+    keys: dict[int, str] = {}
+    for i in range(100):
+        keys.setdefault(partition_for_key(f"k{i}".encode(), 2), f"k{i}")
+    return keys
+
+
+async def test_lost_partitions_are_dropped_without_a_checkpoint_revoked_ones_are_checkpointed(tmp_path):
+    app, numbers, totals = _app(tmp_path)
+    keys = _keys_of(app, numbers)
+    async with app.running():
+        runtime = app.runtime
+        broker = MemoryBroker.named(app.conf.bootstrap_servers)
+        await wait_for(lambda: len(runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
+        for number, key in keys.items():
+            await numbers.send(key=key, value=5, partition=number)
+        await wait_for(lambda: all(totals.local[n].cache.get(k.encode()) == 5 for n, k in keys.items()), 10,
+                       message="both records processed")
+        changelog = totals.changelog.name
+
+        def written(number):  # the keys of the changelog records in partition ``number``
+            return {m.key for m in broker.logs.get(changelog, [[], []])[number]}
+
+        def committed(number):
+            return broker.committed.get(app.id, {}).get(TP(numbers.name, number))
+
+        await runtime._on_lost([TP(numbers.name, 1)])
+        assert TP(numbers.name, 1) not in runtime.assigned
+        assert 1 not in totals.local  # its table partition dropped: the next owner restores it
+        # the positive marker: a revocation checkpoints (every table change still cached goes)
+        await runtime._on_revoked([TP(numbers.name, 0)])
+        assert committed(0) == 1 and keys[0].encode() in written(0), written(0)
+        assert committed(1) is None  # nothing committed for the lost partition
+        assert keys[1].encode() not in written(1), written(1)  # nor its table's cached write
+
+
+async def test_lost_partitions_under_exactly_once_still_go_through_the_checkpoint(tmp_path):
+    """Exactly-once keeps the revocation's path: the unit's transaction holds the lost
+    partitions' outputs, and only its commit (refused by a real group, which rolls it back) or
+    abort settles it; dropping the partitions alone would leave it open."""
+    app, numbers, totals = _app(tmp_path, processing_guarantee="exactly_once")
+    keys = _keys_of(app, numbers)
+    async with app.running():
+        runtime = app.runtime
+        broker = MemoryBroker.named(app.conf.bootstrap_servers)
+        await wait_for(lambda: len(runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
+        broker.append(numbers.name, keys[1].encode(), b"5", 1, None, None)  # an input from outside the app
+        await wait_for(lambda: totals.local[1].cache.get(keys[1].encode()) == 5, 10, message="the record processed")
+        await runtime._on_lost([TP(numbers.name, 1)])
+        assert TP(numbers.name, 1) not in runtime.assigned
+        assert broker.committed.get(app.id, {}).get(TP(numbers.name, 1)) == 1
+
+
+class SubscribingClient:
+    """librdkafka's consumer, as far as ``subscribe`` goes: it keeps the callbacks."""
+
+    def __init__(self) -> None:
+        self.callbacks: dict[str, object] = {}
+
+    def subscribe(self, topics, **callbacks):
+        self.callbacks = callbacks
+
+
+async def test_the_confluent_driver_hands_librdkafkas_lost_partitions_to_the_lost_callback():
+    import asyncio
+
+    from confluent_kafka import TopicPartition
+
+    from streamkit import Settings
+    from streamkit.transport.confluent_driver import ConfluentConsumer
+
+    consumer = ConfluentConsumer(Settings(broker="127.0.0.1:9"), "group")
+    consumer._loop = asyncio.get_running_loop()
+    client = consumer._client = SubscribingClient()
+    calls: list[tuple[str, list[TP]]] = []
+
+    def recording(kind):
+        async def callback(tps):
+            calls.append((kind, tps))
+        return callback
+
+    consumer.subscribe(["t"], recording("assigned"), recording("revoked"), recording("lost"))
+    await asyncio.to_thread(client.callbacks["on_lost"], client, [TopicPartition("t", 3)])
+    await asyncio.to_thread(client.callbacks["on_revoke"], client, [TopicPartition("t", 1)])
+    assert calls == [("lost", [TP("t", 3)]), ("revoked", [TP("t", 1)])]
+    consumer._fetch_pool.shutdown()
+    consumer._call_pool.shutdown()
+
+
+async def test_the_aiokafka_driver_calls_a_revocation_after_its_generation_was_reset_lost():
+    """aiokafka has no lost callback: a revocation once the coordinator reset the member's
+    generation (the group answered that the member is unknown or stale) is one."""
+    from aiokafka import TopicPartition
+    from aiokafka.protocol.commit import OffsetCommitRequest
+
+    from streamkit import Settings
+    from streamkit.transport.aiokafka_driver import AiokafkaConsumer
+
+    consumer = AiokafkaConsumer(Settings(broker="127.0.0.1:9"), "group")
+    calls: list[tuple[str, list[TP]]] = []
+
+    def recording(kind):
+        async def callback(tps):
+            calls.append((kind, tps))
+        return callback
+
+    consumer.subscribe(["t"], recording("assigned"), recording("revoked"), recording("lost"))
+    listener = consumer._subscription[1]
+    coordinator = type("Coordinator", (), {"generation": 7})()
+    consumer._client._coordinator = coordinator
+    await listener.on_partitions_revoked({TopicPartition("t", 1)})  # a rebalance: the generation holds
+    coordinator.generation = OffsetCommitRequest.DEFAULT_GENERATION_ID  # reset by the group's answer
+    await listener.on_partitions_revoked({TopicPartition("t", 3)})
+    await listener.on_partitions_revoked(set())  # the first join: nothing to revoke
+    assert calls == [("revoked", [TP("t", 1)]), ("lost", [TP("t", 3)]), ("revoked", [])]
