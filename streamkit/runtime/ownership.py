@@ -33,7 +33,7 @@ class PartitionOwnership:
 
     async def _on_assigned(self, tps: list[TP]) -> None:
         """One rebalance callback at a time: a revocation can outlast the client's wait for it
-        (the confluent driver returns to librdkafka after 120 s; a lost partition's commit waits
+        (the confluent driver returns to librdkafka after 120 s; an exactly-once checkpoint of lost partitions waits
         for a broker that is away), and an assignment handled meanwhile had its partitions
         removed by the revocation's end. The client reads none of ``tps`` until it is handled
         (the driver pauses them as it assigns them; released here)."""
