@@ -116,7 +116,11 @@ class PartitionOwnership:
         self.rebalancing = not self._stopping
         await self.app.on_partitions_revoked.send(revoked=set(tps))
         self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
+        if lost:
+            self._forget_table_writes(tps)  # no checkpoint meanwhile sends them
         await self.release(tps, self.conf.stop_timeout, commit=not lost)
+        if lost:
+            self._forget_table_writes(tps)  # those of the records that were finishing
         self.assigned.difference_update(tps)
         if self.pauses is not None:
             self.pauses.forget(tps)
@@ -128,6 +132,14 @@ class PartitionOwnership:
         self.is_leader = self._owns_leadership()
         if self.tables is not None and not self._stopping:
             await self.tables.rebalanced(self.assigned)
+
+    def _forget_table_writes(self, tps: list[TP]) -> None:
+        """Drop the write caches of the table partitions of ``tps`` (lost: the next owner has
+        them, from the changelog as last committed)."""
+        if self.tables is None:
+            return
+        numbers = {(self.partition_count(tp.topic), tp.partition) for tp in tps}
+        self.tables.discard(lambda partitions, number: (partitions, number) in numbers)
 
     # -- exactly-once -----------------------------------------------------------------------------
 

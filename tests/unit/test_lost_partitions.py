@@ -7,6 +7,7 @@ new owner's, for keys it had meanwhile written (Kafka Streams closes such tasks 
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import streamkit as sk
@@ -74,6 +75,35 @@ async def test_lost_partitions_are_dropped_without_a_checkpoint_revoked_ones_are
         assert keys[1].encode() not in written(1), written(1)  # nor its table's cached write
 
 
+async def test_a_checkpoint_while_lost_partitions_finish_their_records_sends_none_of_their_writes(tmp_path):
+    app, numbers, totals = _app(tmp_path)
+    keys = _keys_of(app, numbers)
+    async with app.running():
+        runtime = app.runtime
+        broker = MemoryBroker.named(app.conf.bootstrap_servers)
+        await wait_for(lambda: len(runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
+        for number, key in keys.items():
+            await numbers.send(key=key, value=5, partition=number)
+        await wait_for(lambda: all(totals.local[n].cache.get(k.encode()) == 5 for n, k in keys.items()), 10,
+                       message="both records processed")
+        gate = asyncio.Event()
+        real_release = runtime.release
+
+        async def slow_release(tps, timeout, *, commit=True):  # a record of it still being processed
+            await gate.wait()
+            await real_release(tps, timeout, commit=commit)
+
+        runtime.release = slow_release
+        losing = asyncio.create_task(runtime._on_lost([TP(numbers.name, 1)]))
+        await asyncio.sleep(0.05)
+        await runtime._commit()  # the periodic checkpoint, meanwhile
+        gate.set()
+        await asyncio.wait_for(losing, 10)
+        written = {(m.partition, m.key) for part in broker.logs[totals.changelog.name] for m in part}
+        assert (0, keys[0].encode()) in written  # the positive marker: the checkpoint ran
+        assert (1, keys[1].encode()) not in written
+
+
 async def test_lost_partitions_under_exactly_once_still_go_through_the_checkpoint(tmp_path):
     """Exactly-once keeps the revocation's path: the unit's transaction holds the lost
     partitions' outputs, and only its commit (refused by a real group, which rolls it back) or
@@ -102,8 +132,6 @@ class SubscribingClient:
 
 
 async def test_the_confluent_driver_hands_librdkafkas_lost_partitions_to_the_lost_callback():
-    import asyncio
-
     from confluent_kafka import TopicPartition
 
     from streamkit import Settings
