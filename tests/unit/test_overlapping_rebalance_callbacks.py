@@ -37,9 +37,9 @@ async def test_an_assignment_handled_while_a_revocation_runs_keeps_its_partition
         gate = asyncio.Event()
         real_release = runtime.release
 
-        async def slow_release(tps, timeout):  # a commit waiting for a broker that is away
+        async def slow_release(tps, timeout, *, commit=True):  # a commit waiting for a broker that is away
             await gate.wait()
-            await real_release(tps, timeout)
+            await real_release(tps, timeout, commit=commit)
 
         runtime.release = slow_release
         revoking = asyncio.create_task(runtime._on_revoked([tp]))
