@@ -115,7 +115,8 @@ class PartitionOwnership:
         self._rebalance_started()
         self.rebalancing = not self._stopping
         await self.app.on_partitions_revoked.send(revoked=set(tps))
-        self.tasks.suspend(tps, "revoked: finishing in-flight records and committing")
+        self.tasks.suspend(tps, "lost: finishing in-flight records, committing nothing" if lost
+                           else "revoked: finishing in-flight records and committing")
         if lost:
             self._forget_table_writes(tps)  # no checkpoint meanwhile sends them
         await self.release(tps, self.conf.stop_timeout, commit=not lost)
