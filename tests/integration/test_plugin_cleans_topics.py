@@ -31,8 +31,10 @@ def test_a_session_on_an_external_broker_deletes_passed_tests_topics_only(pytest
     result.assert_outcomes(passed=1, failed=1)
     created = dict(line.split("-", 2)[1:] for line in names.read_text().split())  # kind -> unique
     assert set(created) == {"passed", "failed"}
-    topics = AdminClient({"bootstrap.servers": broker_address}).list_topics(timeout=30).topics
+    admin = AdminClient({"bootstrap.servers": broker_address})
+    topics = admin.list_topics(timeout=30).topics
     failed, passed = f"plugin-failed-{created['failed']}", f"plugin-passed-{created['passed']}"
     assert failed in topics  # the positive marker: the listing shows the kept topic
     assert passed not in topics
-    AdminClient({"bootstrap.servers": broker_address}).delete_topics([failed])
+    for future in admin.delete_topics([failed]).values():
+        future.result(30)
