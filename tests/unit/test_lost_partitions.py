@@ -46,17 +46,21 @@ def _keys_of(app, numbers):
     return keys
 
 
+async def _one_record_in_each_partition(app, numbers, totals, keys) -> None:
+    """Once both partitions are served: a record to each, processed (its sum in the write cache)."""
+    await wait_for(lambda: len(app.runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
+    for number, key in keys.items():
+        await numbers.send(key=key, value=5, partition=number)
+    await wait_for(lambda: all(totals.local[n].cache.get(k.encode()) == 5 for n, k in keys.items()), 10,
+                   message="both records processed")
+
+
 async def test_lost_partitions_are_dropped_without_a_checkpoint_revoked_ones_are_checkpointed(tmp_path):
     app, numbers, totals = _app(tmp_path)
     keys = _keys_of(app, numbers)
     async with app.running():
-        runtime = app.runtime
-        broker = MemoryBroker.named(app.conf.bootstrap_servers)
-        await wait_for(lambda: len(runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
-        for number, key in keys.items():
-            await numbers.send(key=key, value=5, partition=number)
-        await wait_for(lambda: all(totals.local[n].cache.get(k.encode()) == 5 for n, k in keys.items()), 10,
-                       message="both records processed")
+        runtime, broker = app.runtime, MemoryBroker.named(app.conf.bootstrap_servers)
+        await _one_record_in_each_partition(app, numbers, totals, keys)
         changelog = totals.changelog.name
 
         def written(number):  # the keys of the changelog records in partition ``number``
@@ -79,13 +83,8 @@ async def test_a_checkpoint_while_lost_partitions_finish_their_records_sends_non
     app, numbers, totals = _app(tmp_path)
     keys = _keys_of(app, numbers)
     async with app.running():
-        runtime = app.runtime
-        broker = MemoryBroker.named(app.conf.bootstrap_servers)
-        await wait_for(lambda: len(runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
-        for number, key in keys.items():
-            await numbers.send(key=key, value=5, partition=number)
-        await wait_for(lambda: all(totals.local[n].cache.get(k.encode()) == 5 for n, k in keys.items()), 10,
-                       message="both records processed")
+        runtime, broker = app.runtime, MemoryBroker.named(app.conf.bootstrap_servers)
+        await _one_record_in_each_partition(app, numbers, totals, keys)
         gate = asyncio.Event()
         real_release = runtime.release
 
@@ -131,6 +130,19 @@ class SubscribingClient:
         self.callbacks = callbacks
 
 
+def _subscribe_recording(consumer) -> list[tuple[str, list[TP]]]:
+    """Subscribe ``consumer`` with callbacks that note which one was called, with what."""
+    calls: list[tuple[str, list[TP]]] = []
+
+    def recording(kind):
+        async def callback(tps):
+            calls.append((kind, tps))
+        return callback
+
+    consumer.subscribe(["t"], recording("assigned"), recording("revoked"), recording("lost"))
+    return calls
+
+
 async def test_the_confluent_driver_hands_librdkafkas_lost_partitions_to_the_lost_callback():
     from confluent_kafka import TopicPartition
 
@@ -140,14 +152,7 @@ async def test_the_confluent_driver_hands_librdkafkas_lost_partitions_to_the_los
     consumer = ConfluentConsumer(Settings(broker="127.0.0.1:9"), "group")
     consumer._loop = asyncio.get_running_loop()
     client = consumer._client = SubscribingClient()
-    calls: list[tuple[str, list[TP]]] = []
-
-    def recording(kind):
-        async def callback(tps):
-            calls.append((kind, tps))
-        return callback
-
-    consumer.subscribe(["t"], recording("assigned"), recording("revoked"), recording("lost"))
+    calls = _subscribe_recording(consumer)
     await asyncio.to_thread(client.callbacks["on_lost"], client, [TopicPartition("t", 3)])
     await asyncio.to_thread(client.callbacks["on_revoke"], client, [TopicPartition("t", 1)])
     assert calls == [("lost", [TP("t", 3)]), ("revoked", [TP("t", 1)])]
@@ -165,14 +170,7 @@ async def test_the_aiokafka_driver_calls_a_revocation_after_its_generation_was_r
     from streamkit.transport.aiokafka_driver import AiokafkaConsumer
 
     consumer = AiokafkaConsumer(Settings(broker="127.0.0.1:9"), "group")
-    calls: list[tuple[str, list[TP]]] = []
-
-    def recording(kind):
-        async def callback(tps):
-            calls.append((kind, tps))
-        return callback
-
-    consumer.subscribe(["t"], recording("assigned"), recording("revoked"), recording("lost"))
+    calls = _subscribe_recording(consumer)
     listener = consumer._subscription[1]
     coordinator = type("Coordinator", (), {"generation": 7})()
     consumer._client._coordinator = coordinator
