@@ -69,6 +69,11 @@ class PartitionOwnership:
     async def _handle_assigned(self, tps: list[TP]) -> None:
         self.rebalancing = True
         self.rebalances += 1
+        # A rewind scheduled under an earlier ownership (a checkpoint rolled back as they were
+        # revoked) would take them back behind what their owner since committed: they start at
+        # the offsets committed now instead (still a seek: a fetch dropped by that rewind's epoch
+        # comes again)
+        stale = {tp: self._pending_seeks.pop(tp) for tp in tps if tp in self._pending_seeks}
         self.assigned.update(tps)
         self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
         if self.checkpoint is not None:
@@ -81,6 +86,8 @@ class PartitionOwnership:
             assert self.pauses is not None
             self.pauses.hold("fencing", tps)  # nothing is read before the previous owners are fenced
             await self._fence_previous_owners(tps)
+        if stale:
+            await self._seek_committed(stale)
         waiting: list[TP] = []
         if self.tables is not None:
             try:
@@ -153,6 +160,14 @@ class PartitionOwnership:
         for tp, offset in committed.items():
             if offset is not None:
                 await self.consumer.seek(tp, offset)
+
+    async def _seek_committed(self, targets: dict[TP, int]) -> None:
+        """Read the partitions of ``targets`` from their committed offsets, or, where none is
+        committed yet, from their target (applied before the next fetch)."""
+        assert self.consumer is not None
+        committed = await retry_while_unreachable(lambda: self.consumer.committed(list(targets)), "committed offsets")
+        self._pending_seeks.update({tp: target if committed.get(tp) is None else committed[tp]
+                                    for tp, target in targets.items()})
 
     async def wait_stable_offsets(self, tps: list[TP]) -> None:
         """Block until no transaction of a previous owner is pending on ``tps`` (a read_committed

@@ -1,0 +1,57 @@
+"""A rewind scheduled while partitions are revoked does not outlive their ownership.
+
+A checkpoint rolled back during a revocation (exactly-once, aiokafka, the Kafka chaos matrix's
+freeze45: the broker frozen 45 s, both workers' sessions lost) scheduled a seek back to the
+last committed offsets of the partitions being revoked. The revocation ended before the consume
+loop applied it, so the seek stayed pending; the other worker took the partitions, processed and
+committed them, and when the group handed them back the stale seek moved the consumer back
+behind the new committed offsets: 2,572 outputs written twice, 151 table sums over their truth.
+"""
+from __future__ import annotations
+
+import uuid
+
+import streamkit as sk
+from streamkit.testing import wait_for
+from streamkit.transport import TP
+from streamkit.transport.memory import MemoryBroker
+
+
+async def test_a_rewind_pending_when_a_partition_is_revoked_is_not_applied_when_it_comes_back(tmp_path):
+    name = f"stale-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 data_dir=str(tmp_path), topic_partitions=2)
+    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=2)
+    seen: list[int] = []
+
+    @app.agent(numbers)
+    async def take(stream):
+        async for value in stream:
+            seen.append(value)
+
+    async with app.running():
+        runtime = app.runtime
+        broker = MemoryBroker.named(app.conf.bootstrap_servers)
+        tp = TP(numbers.name, 1)
+        await wait_for(lambda: len(runtime.assigned) == 2, 10, message="both partitions assigned")
+        await numbers.send(key="k", value=0, partition=1)
+        await wait_for(lambda: 0 in seen, 10, message="the first record processed")
+        await runtime._commit()
+        assert broker.committed[app.id][tp] == 1
+        real_commit = runtime._commit
+
+        async def rolled_back(tps=None, *, wait=True):  # the revocation's checkpoint fails and rewinds
+            await runtime._rewind(list(tps or runtime.assigned))
+            raise RuntimeError("transaction rolled back (injected)")
+
+        runtime._commit = rolled_back
+        await runtime._on_revoked([tp])
+        runtime._commit = real_commit
+        # meanwhile another worker processes offset 1 and commits past it
+        broker.append(numbers.name, b"k", b"1", 1, None, None)
+        broker.committed[app.id][tp] = 2
+        await runtime.consumer.seek(tp, 2)  # a fresh assignment starts at the committed offset
+        await runtime._on_assigned([tp])
+        await numbers.send(key="k", value=2, partition=1)
+        await wait_for(lambda: 2 in seen, 10, message="the record after the committed offset processed")
+        assert 1 not in seen, "a stale rewind re-read a record another worker had committed"
