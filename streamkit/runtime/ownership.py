@@ -196,7 +196,7 @@ class PartitionOwnership:
                 targets[tp] = target
         self.router.revoke(tps)
         self.router.forget(tps)
-        self.router.epoch += 1  # a batch being delivered right now is stale: not counted
+        self.router.rewound(tps)  # a batch of theirs being delivered right now is stale: not counted
         self._fetch_epoch += 1
         return targets
 

@@ -51,7 +51,7 @@ class Router:
         self.delivered: dict[TP, int] = {}
         self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to
         self.barrier = Barrier()
-        self.epoch = 0  # bumped by a rewind: a batch whose delivery spans it is not counted
+        self._rewinds: dict[TP, int] = {}  # per partition: a batch whose delivery spans a rewind of it is not counted
         self.revoking: set[TP] = set()  # revoked, not forgotten yet: nothing more is delivered
         self.held_letters: HeldDeadLetters | None = None  # exactly-once: the checkpoint sends them
         self.records_in = 0
@@ -81,7 +81,7 @@ class Router:
         """Decode a batch and queue it for every subscriber; bad records go to the error policy."""
         if not messages or tp in self.revoking:
             return
-        epoch = self.epoch
+        rewinds = self._rewinds.get(tp, 0)
         route = self.routes.get(tp.topic)
         if route is not None:
             events, failures = decode_batch(messages, route.topic.key_codec, route.topic.value_codec)
@@ -103,17 +103,23 @@ class Router:
                     sensors.call("on_message_in", tp, message.offset, message)
             if events:
                 for subscriber in route.subscribers:
-                    if epoch != self.epoch:
+                    if self._rewinds.get(tp, 0) != rewinds:
                         break
                     if sensors.active and subscriber.inbox.full():
                         sensors.call("on_topic_buffer_full", tp)
                     await subscriber.put(Batch(tp, events))
         self.records_in += len(messages)
-        if epoch != self.epoch:  # rewound while this batch was queued: it was revoked, it comes again
+        if self._rewinds.get(tp, 0) != rewinds:  # rewound while this batch was queued: it was revoked, it comes again
             return
         if tp not in self.delivered:
             self.first_delivered[tp] = messages[0].offset
         self.delivered[tp] = messages[-1].offset + 1
+
+    def rewound(self, tps: Sequence[TP]) -> None:
+        """``tps`` go back to earlier offsets: a batch of theirs being delivered now is stale
+        (another partition's is not: nothing would read it again)."""
+        for tp in tps:
+            self._rewinds[tp] = self._rewinds.get(tp, 0) + 1
 
     def revoke(self, tps: Sequence[TP]) -> None:
         """Stop the queued records of ``tps``, and deliver none of them until ``forget``: a

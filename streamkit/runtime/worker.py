@@ -269,8 +269,9 @@ class Runtime(PartitionOwnership, Service):
                 if batches:
                     watch.activity()
                 for tp, messages in batches.items():
-                    if epoch != self._fetch_epoch:  # fetched around a rewind: these records come again
-                        break
+                    if epoch != self._fetch_epoch and tp in self._pending_seeks:
+                        continue  # fetched around a rewind of its partition: its seek reads these again
+                    # (any other partition's records are delivered: nothing would read them again)
                     # A batch fetched just before a rebalance may belong to a partition that is
                     # gone: the new owner processes it, and we must not commit it.
                     if tp in assigned:
