@@ -89,3 +89,24 @@ def memory_word_counters(name, tmp_path, tags="ab", *, partitions, **settings):
         word_counter(app, partitions=partitions)
         apps.append(app)
     return apps
+
+
+def memory_number_taker(prefix, tmp_path):
+    """A memory-broker app of two partitions whose one agent appends each int it takes to
+    ``seen``: (app, its topic ``numbers``, seen)."""
+    import uuid
+
+    import streamkit as sk
+
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
+                 data_dir=str(tmp_path), topic_partitions=2)
+    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=2)
+    seen: list[int] = []
+
+    @app.agent(numbers)
+    async def take(stream):
+        async for value in stream:
+            seen.append(value)
+
+    return app, numbers, seen

@@ -8,24 +8,14 @@ batch of another one; the Kafka chaos matrix, aiokafka, outage120: 33 outputs mi
 """
 from __future__ import annotations
 
-import uuid
 
-import streamkit as sk
 from streamkit.testing import wait_for
+from tests.helpers import memory_number_taker
 from streamkit.transport import TP
 
 
 async def test_a_batch_of_a_partition_not_rewound_is_delivered_when_its_fetch_returns_after_a_rewind(tmp_path):
-    name = f"rewind-{uuid.uuid4().hex[:6]}"
-    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
-                 data_dir=str(tmp_path), topic_partitions=2)
-    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=2)
-    seen: list[int] = []
-
-    @app.agent(numbers)
-    async def take(stream):
-        async for value in stream:
-            seen.append(value)
+    app, numbers, seen = memory_number_taker("rewind", tmp_path)
 
     async with app.running():
         runtime = app.runtime

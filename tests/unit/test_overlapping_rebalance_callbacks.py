@@ -11,24 +11,14 @@ back (the Kafka chaos matrix, confluent, exactly-once, outage45: partition 4 own
 from __future__ import annotations
 
 import asyncio
-import uuid
 
-import streamkit as sk
 from streamkit.testing import wait_for
+from tests.helpers import memory_number_taker
 from streamkit.transport import TP
 
 
 async def test_an_assignment_handled_while_a_revocation_runs_keeps_its_partitions(tmp_path):
-    name = f"overlap-{uuid.uuid4().hex[:6]}"
-    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
-                 data_dir=str(tmp_path), topic_partitions=2)
-    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=2)
-    seen: list[int] = []
-
-    @app.agent(numbers)
-    async def take(stream):
-        async for value in stream:
-            seen.append(value)
+    app, numbers, seen = memory_number_taker("overlap", tmp_path)
 
     async with app.running():
         runtime = app.runtime

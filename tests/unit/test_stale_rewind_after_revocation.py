@@ -9,25 +9,15 @@ behind the new committed offsets: 2,572 outputs written twice, 151 table sums ov
 """
 from __future__ import annotations
 
-import uuid
 
-import streamkit as sk
 from streamkit.testing import wait_for
+from tests.helpers import memory_number_taker
 from streamkit.transport import TP
 from streamkit.transport.memory import MemoryBroker
 
 
 async def test_a_rewind_pending_when_a_partition_is_revoked_is_not_applied_when_it_comes_back(tmp_path):
-    name = f"stale-{uuid.uuid4().hex[:6]}"
-    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
-                 data_dir=str(tmp_path), topic_partitions=2)
-    numbers = app.topic("numbers", key_type=str, value_type=int, partitions=2)
-    seen: list[int] = []
-
-    @app.agent(numbers)
-    async def take(stream):
-        async for value in stream:
-            seen.append(value)
+    app, numbers, seen = memory_number_taker("stale", tmp_path)
 
     async with app.running():
         runtime = app.runtime
