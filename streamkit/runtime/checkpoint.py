@@ -197,7 +197,7 @@ class Checkpoint:
         await self._quiesce()
         for participant in self.participants:
             participant.discard(lambda _partitions, _number: True)
-        tps = sorted(self.router.delivered)
+        tps = self.router.reading()
         log.warning("a checkpoint's deliveries failed (%s): its %d partition(s) go back to their last "
                     "committed offsets and are processed again", exc, len(tps))
         await self._rewind(tps)
@@ -310,6 +310,6 @@ class ExactlyOnceCheckpoint(Checkpoint):
             except Exception as abort_exc:
                 log.warning("abort failed too (%r): dropping the partitions", abort_exc)
             else:
-                await self._rewind([tp for tp in self.router.delivered if self.txns.task_of(tp) == task])
+                await self._rewind([tp for tp in self.router.reading() if self.txns.task_of(tp) == task])
                 return
         await self._fenced(task)

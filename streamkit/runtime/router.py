@@ -49,7 +49,7 @@ class Router:
         self.errors = errors
         self.routes: dict[str, Route] = {}
         self.delivered: dict[TP, int] = {}
-        self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to
+        self.first_delivered: dict[TP, int] = {}  # since assignment: where a rewind goes back to (set as a batch starts)
         self.barrier = Barrier()
         self._rewinds: dict[TP, int] = {}  # per partition: a batch whose delivery spans a rewind of it is not counted
         self.revoking: set[TP] = set()  # revoked, not forgotten yet: nothing more is delivered
@@ -82,6 +82,8 @@ class Router:
         if not messages or tp in self.revoking:
             return
         rewinds = self._rewinds.get(tp, 0)
+        if tp not in self.first_delivered:  # before the puts: one subscriber may process it while another's waits
+            self.first_delivered[tp] = messages[0].offset
         route = self.routes.get(tp.topic)
         if route is not None:
             events, failures = decode_batch(messages, route.topic.key_codec, route.topic.value_codec)
@@ -111,9 +113,13 @@ class Router:
         self.records_in += len(messages)
         if self._rewinds.get(tp, 0) != rewinds:  # rewound while this batch was queued: it was revoked, it comes again
             return
-        if tp not in self.delivered:
-            self.first_delivered[tp] = messages[0].offset
         self.delivered[tp] = messages[-1].offset + 1
+
+    def reading(self) -> list[TP]:
+        """Partitions with a batch delivered or being delivered since their assignment (or last
+        rewind): those a roll-back sends back. Not only ``delivered``: that counts a batch once it
+        is in every subscriber's inbox, and the first may have processed it by then."""
+        return sorted(self.first_delivered)
 
     def rewound(self, tps: Sequence[TP]) -> None:
         """``tps`` go back to earlier offsets: a batch of theirs being delivered now is stale
