@@ -155,7 +155,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
     """
     if not stores:
         return 0
-    consumer = driver.consumer(None)
+    consumer = driver.changelog_reader()
     await consumer.start()
     try:
         tps = list(stores)
@@ -319,7 +319,7 @@ class Tailer:
                 pause = min(pause * 2, TAILER_BACKOFF[1])
 
     async def _run(self) -> None:
-        consumer = self.driver.consumer(None)
+        consumer = self.driver.changelog_reader()
         await consumer.start()
         try:
             starts = {tp: (s.offset + 1 if s.offset is not None else 0) for tp, s in self.stores.items()}

@@ -375,6 +375,11 @@ class Driver(abc.ABC):
                  **overrides: Any) -> Consumer:
         """``protocol``: how it rebalances as a group member; ``overrides``: native settings."""
 
+    def changelog_reader(self) -> Consumer:
+        """A group-less consumer for reading changelogs (table restores, standbys, global
+        tables): where a worker's restart time goes, so a driver may read them with a faster client."""
+        return self.consumer(None)
+
     @abc.abstractmethod
     def producer(self, **overrides: Any) -> Producer: ...
 
