@@ -2,8 +2,8 @@
 
 A worker's group consumer reads the sources, the repartition/through topics it forwards to and
 the leader topic, and commits as the group ``<app-id>``; group-less consumers read the table
-changelogs (recovery, standbys, global tables), the cluster topic (membership) and the replies
-topic; producers write the sinks, repartition topics, changelogs, cluster, replies and
+changelogs (recovery, standbys, global tables; librdkafka's on both drivers unless aiokafka's
+``consumer_config`` is set), the cluster topic (membership) and the replies topic; producers write the sinks, repartition topics, changelogs, cluster, replies and
 dead-letter topics; the admin client describes and creates every one of them at start.
 Exactly-once adds the transactional ids (``<app-id>-`` prefixed, or ``transactional_id``).
 ``streamkit acls`` prints them as ``kafka-acls.sh`` lines (docs/security.md).
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
+
+from ..transport.aiokafka_driver import reads_changelogs_with_librdkafka
 
 if TYPE_CHECKING:
     from ..app import App
@@ -50,6 +52,9 @@ def app_acls(app: "App", topology: "Topology") -> list[Acl]:
                         why="optional: KIP-848 group timeouts (refused: the worker keeps the classic protocol)"))
         acls.append(Acl("group", "streamkit-manual-", ("Describe",), prefixed=True,
                         why="librdkafka's group-less readers (changelogs, cluster, replies) look up a coordinator"))
+    elif app.conf.driver == "aiokafka" and topology.tables and reads_changelogs_with_librdkafka(app.conf):
+        acls.append(Acl("group", "streamkit-manual-", ("Describe",), prefixed=True,
+                        why="the changelog reader (librdkafka's, on aiokafka too) looks up a coordinator"))
     if app.conf.exactly_once:
         tid = app.conf.transactional_id
         acls.append(Acl("transactional-id", tid or f"{app.id}-", ("Write", "Describe"), prefixed=not tid,

@@ -362,6 +362,12 @@ class AiokafkaAdmin(Admin):
         return out
 
 
+def reads_changelogs_with_librdkafka(settings: Settings) -> bool:
+    """The aiokafka driver's changelog reader is librdkafka's unless ``consumer_config`` holds
+    aiokafka-native settings (what it needs: e.g. an ACL on its group-less group's coordinator)."""
+    return not settings.consumer_config
+
+
 class AiokafkaDriver(Driver):
     name = "aiokafka"
 
@@ -381,7 +387,7 @@ class AiokafkaDriver(Driver):
         own threads, and restores ran ~1.4x faster with it than with aiokafka on Kafka 4.1
         (benchmarks/README.md, round 16). aiokafka where ``consumer_config`` holds native
         settings: they are aiokafka's, librdkafka would refuse or misread them."""
-        if self.settings.consumer_config:
+        if not reads_changelogs_with_librdkafka(self.settings):
             return self.consumer(None)
         from .confluent_driver import ConfluentConsumer
 

@@ -20,6 +20,8 @@ EXPECTED = [
     f"{ADD} --operation Read --operation Describe --operation Create --topic orders",
     "# the worker's consumer group: join, fetch and commit offsets",
     f"{ADD} --operation Read --group acl-demo",
+    "# the changelog reader (librdkafka's, on aiokafka too) looks up a coordinator",
+    f"{ADD} --operation Describe --group streamkit-manual- --resource-pattern-type prefixed",
     "# exactly-once transactional producers",
     f"{ADD} --operation Write --operation Describe --transactional-id acl-demo- --resource-pattern-type prefixed",
     "# idempotent producers",
@@ -47,7 +49,14 @@ def test_the_sample_app_s_acls_exactly():
 def test_on_confluent_the_group_config_and_group_less_readers_are_added():
     out = acls("--principal", "User:alice", STREAMKIT_DRIVER="confluent")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == EXPECTED[:10] + CONFLUENT_EXTRA + EXPECTED[10:]
+    assert out.stdout.splitlines() == EXPECTED[:10] + CONFLUENT_EXTRA + EXPECTED[12:]
+
+
+def test_aiokafka_native_consumer_settings_keep_the_changelog_reader_off_the_manual_groups():
+    """Its changelog reader is then aiokafka's, which looks up no coordinator."""
+    out = acls("--principal", "User:alice", STREAMKIT_CONSUMER_CONFIG='{"fetch_max_bytes": 1048576}')
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == EXPECTED[:10] + EXPECTED[12:]
 
 
 def test_without_a_principal_it_is_one_line_and_exit_2():
