@@ -3,8 +3,9 @@
 A worker's group consumer reads the sources, the repartition/through topics it forwards to and
 the leader topic, and commits as the group ``<app-id>``; group-less consumers read the table
 changelogs (recovery, standbys, global tables; librdkafka's on both drivers unless aiokafka's
-``consumer_config`` is set), the cluster topic (membership) and the replies topic; producers write the sinks, repartition topics, changelogs, cluster, replies and
-dead-letter topics; the admin client describes and creates every one of them at start.
+``consumer_config`` is set), the cluster topic (membership) and the replies topic; producers
+write the sinks, repartition topics, changelogs, cluster, replies and dead-letter topics; the
+admin client describes and creates every one of them at start.
 Exactly-once adds the transactional ids (``<app-id>-`` prefixed, or ``transactional_id``).
 ``streamkit acls`` prints them as ``kafka-acls.sh`` lines (docs/security.md).
 """
