@@ -49,7 +49,7 @@ class Router:
         self.errors = errors
         self.routes: dict[str, Route] = {}
         self.delivered: dict[TP, int] = {}
-        self.first_delivered: dict[TP, int] = {}  # since assignment (set as a batch starts): where a rewind goes
+        self.first_delivered: dict[TP, int] = {}  # a rewind goes back here (set as a batch starts)
         self.barrier = Barrier()
         self._rewinds: dict[TP, int] = {}  # per partition: a batch whose delivery spans a rewind of it is not counted
         self.revoking: set[TP] = set()  # revoked, not forgotten yet: nothing more is delivered
