@@ -71,8 +71,8 @@ class PartitionOwnership:
         self.rebalances += 1
         # A rewind scheduled under an earlier ownership (a checkpoint rolled back as they were
         # revoked) would take them back behind what their owner since committed: they start at
-        # the offsets committed now instead (still a seek: a fetch dropped by that rewind's epoch
-        # comes again)
+        # the offsets committed now instead (still a seek: what a fetch returns before it is
+        # applied is dropped, and read again from there)
         stale = {tp: self._pending_seeks.pop(tp) for tp in tps if tp in self._pending_seeks}
         self.assigned.update(tps)
         self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
@@ -197,7 +197,6 @@ class PartitionOwnership:
         self.router.revoke(tps)
         self.router.forget(tps)
         self.router.rewound(tps)  # a batch of theirs being delivered right now is stale: not counted
-        self._fetch_epoch += 1
         return targets
 
     async def _rewind(self, tps: list[TP]) -> None:

@@ -65,7 +65,6 @@ class Runtime(PartitionOwnership, Service):
         self.txns: Any = None  # the TransactionalProducer under exactly-once
         self.identity: Any = None  # the persisted worker slot behind the transactional id
         self.partition_counts: dict[str, int] = {}
-        self._fetch_epoch = 0  # bumped by a rewind: batches fetched before it are stale
         self._pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
         self._rebalance_lock = asyncio.Lock()  # assignment and revocation callbacks, one at a time
         self.tables: Any = None  # the TableManager, when the app has tables
@@ -264,13 +263,12 @@ class Runtime(PartitionOwnership, Service):
             try:
                 if self._pending_seeks:
                     await self._apply_pending_seeks()
-                epoch = self._fetch_epoch
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
                 if batches:
                     watch.activity()
                 for tp, messages in batches.items():
-                    if epoch != self._fetch_epoch and tp in self._pending_seeks:
-                        continue  # fetched around a rewind of its partition: its seek reads these again
+                    if tp in self._pending_seeks:
+                        continue  # asked for during this fetch (a rewind): read from the seek's target instead
                     # (any other partition's records are delivered: nothing would read them again)
                     # A batch fetched just before a rebalance may belong to a partition that is
                     # gone: the new owner processes it, and we must not commit it.
