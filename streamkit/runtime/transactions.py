@@ -41,6 +41,9 @@ class TransactionalProducer(Producer):
         self.transactional_id = transactional_id
         self.partition_count = partition_count
         self.units: dict[Task, Producer] = {}
+        # (source topic, partition) -> its unit and producer: a send's route without the partition
+        # count and two lookups per record (EOS v1 only; cleared whenever ``units`` changes)
+        self._routes: dict[tuple[str, int], tuple[Task, Producer]] = {}
         self.plain: Producer | None = None
         self.dirty: set[Task] = set()
         self._open = asyncio.Event()
@@ -80,6 +83,7 @@ class TransactionalProducer(Producer):
         await producer.init_transactions()
         await producer.begin_transaction()
         self.units[task] = producer
+        self._routes.clear()
         log.info("transactional producer %r ready", transactional_id)
 
     async def assigned(self, tps: list[TP]) -> None:
@@ -89,18 +93,24 @@ class TransactionalProducer(Producer):
         for task in sorted({self.task_of(tp) for tp in tps} - set(self.units)):
             await self._open_unit(task, self.task_id(task))
 
+    def _drop_unit(self, task: Task) -> Producer | None:
+        """Take the unit's producer out of every route at once (before the caller awaits its
+        close: a send meanwhile must not find it in the memo)."""
+        producer = self.units.pop(task, None)
+        self._routes.clear()
+        self.dirty.discard(task)
+        return producer
+
     async def close_units(self, tasks: set[Task]) -> None:
         """Close the producers of tasks this worker gave up (their transactions are committed)."""
         for task in tasks:
-            producer = self.units.pop(task, None)
-            self.dirty.discard(task)
+            producer = self._drop_unit(task)
             if producer is not None:
                 await _close_quietly(producer, abort=True)
 
     async def reopen(self, task: Task) -> None:
         """After a fatal error (fenced): a new producer for the unit, when we still own it."""
-        producer = self.units.pop(task, None)
-        self.dirty.discard(task)
+        producer = self._drop_unit(task)
         if producer is not None:
             await _close_quietly(producer, abort=False)
         if task == WORKER and not self.per_partition:
@@ -112,8 +122,7 @@ class TransactionalProducer(Producer):
         broker outage a client's own abort can leave it unable to produce (librdkafka waiting
         for an epoch bump that never comes); a fresh producer has no such state. Only for the
         per-worker unit (EOS v2), whose id no other worker uses."""
-        producer = self.units.pop(task, None)
-        self.dirty.discard(task)
+        producer = self._drop_unit(task)
         if producer is not None:
             try:
                 async with asyncio.timeout(5.0):  # wait_for may swallow a cancellation (3.11)
@@ -124,7 +133,9 @@ class TransactionalProducer(Producer):
 
     async def stop(self) -> None:
         for task in list(self.units):
-            await _close_quietly(self.units.pop(task), abort=True)
+            producer = self._drop_unit(task)
+            if producer is not None:
+                await _close_quietly(producer, abort=True)
         if self.plain is not None:
             await self.plain.stop()
 
@@ -139,10 +150,15 @@ class TransactionalProducer(Producer):
             return WORKER, self.units[WORKER]
         source = processing.get()
         if source is not None:
-            task = (self.partition_count(source.topic), source.partition)
+            where = (source.topic, source.partition)
+            route = self._routes.get(where)
+            if route is not None:
+                return route
+            task = (self.partition_count(where[0]), where[1])
             producer = self.units.get(task)
             if producer is not None:
-                return task, producer
+                self._routes[where] = route = (task, producer)
+                return route
             if not self.orphans_dropped:
                 log.warning("outputs of records of %s[%d], a task this worker gave up, are dropped: "
                             "its new owner processes those records again", source.topic, source.partition)
@@ -181,7 +197,9 @@ class TransactionalProducer(Producer):
                  headers: Headers | None = None, timestamp: int | None = None) -> bool:
         if not self._open.is_set():
             return False
-        task, producer = self._route()
+        source = processing.get() if self.per_partition else None
+        route = None if source is None else self._routes.get((source.topic, source.partition))
+        task, producer = self._route() if route is None else route  # the hot path reads the memo inline
         if producer is None:
             return True  # dropped (see _route)
         if not producer.try_send(topic, key, value, partition, headers, timestamp):

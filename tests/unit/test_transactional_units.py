@@ -307,6 +307,37 @@ async def test_a_sends_route_follows_its_task_being_given_up_and_owned_again():
         await txns.stop()
 
 
+async def test_a_send_while_tasks_are_being_given_up_never_reaches_a_given_up_producer():
+    """close_units closes one task's producer at a time, awaiting each: a record's send made
+    meanwhile (the route of a task still listed, remembered then) must not go to that task's
+    producer after it too is given up — dropped, as any send of a given-up task."""
+    driver, txns = await recorded_units([1, 2])
+    try:
+        closing, release = asyncio.Event(), asyncio.Event()
+        first, second = txns.units[(4, 1)], txns.units[(4, 2)]
+
+        async def slow_abort():  # the first close waits here, as a broker round trip would
+            closing.set()
+            await release.wait()
+
+        first.abort_transaction = slow_abort
+        given_up = asyncio.create_task(txns.close_units({(4, 1), (4, 2)}))
+        await wait_for(closing.is_set, timeout=5)
+        with processing_record_of(TP("in", 2)):
+            assert txns.try_send("out", b"k", b"while closing", 0)  # task 2 is still ours here
+        release.set()
+        await asyncio.wait_for(given_up, 5)
+        assert second.stopped and (4, 2) not in txns.units
+        with processing_record_of(TP("in", 2)):
+            assert txns.try_send("out", b"k", b"after", 0)  # accepted and dropped, not sent
+            await txns.send("out", b"k", b"after, awaited", partition=0)
+        assert txns.orphans_dropped == 2
+        sent = [m.value for m in driver.broker.logs["out"][0]]
+        assert b"after" not in sent and b"after, awaited" not in sent
+    finally:
+        await txns.stop()
+
+
 @pytest.mark.parametrize("per_partition", [False, True])
 async def test_a_records_send_held_through_a_rolled_back_commit_is_dropped(per_partition):
     """A send that waits while a commit holds sends (a dead letter made while a batch is being
