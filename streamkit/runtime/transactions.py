@@ -42,7 +42,8 @@ class TransactionalProducer(Producer):
         self.partition_count = partition_count
         self.units: dict[Task, Producer] = {}
         # (source topic, partition) -> its unit and producer: a send's route without the partition
-        # count and two lookups per record (EOS v1 only; cleared whenever ``units`` changes)
+        # count and two lookups per record (EOS v1 only; cleared whenever ``units`` changes; the
+        # partition counts are settled when the worker starts, before any record is read)
         self._routes: dict[tuple[str, int], tuple[Task, Producer]] = {}
         self.plain: Producer | None = None
         self.dirty: set[Task] = set()

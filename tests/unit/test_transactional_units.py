@@ -313,22 +313,30 @@ async def test_a_send_while_tasks_are_being_given_up_never_reaches_a_given_up_pr
     producer after it too is given up — dropped, as any send of a given-up task."""
     driver, txns = await recorded_units([1, 2])
     try:
-        closing, release = asyncio.Event(), asyncio.Event()
-        first, second = txns.units[(4, 1)], txns.units[(4, 2)]
+        closing: list = []  # the producers whose close began, in order
+        release = asyncio.Event()
+        tasks = {txns.units[task]: task for task in ((4, 1), (4, 2))}
 
-        async def slow_abort():  # the first close waits here, as a broker round trip would
-            closing.set()
-            await release.wait()
+        def slow_abort(producer):
+            async def abort():  # the first close waits here, as a broker round trip would
+                closing.append(producer)
+                if len(closing) == 1:
+                    await release.wait()
+            return abort
 
-        first.abort_transaction = slow_abort
+        for producer in tasks:
+            producer.abort_transaction = slow_abort(producer)
         given_up = asyncio.create_task(txns.close_units({(4, 1), (4, 2)}))
-        await wait_for(closing.is_set, timeout=5)
-        with processing_record_of(TP("in", 2)):
-            assert txns.try_send("out", b"k", b"while closing", 0)  # task 2 is still ours here
+        await wait_for(lambda: closing, timeout=5)
+        later, = (producer for producer in tasks if producer is not closing[0])  # still ours here
+        source = TP("in", tasks[later][1])
+        with processing_record_of(source):
+            assert txns.try_send("out", b"k", b"while closing", 0)
+        assert b"while closing" in [m.value for m in driver.broker.logs["out"][0]]
         release.set()
         await asyncio.wait_for(given_up, 5)
-        assert second.stopped and (4, 2) not in txns.units
-        with processing_record_of(TP("in", 2)):
+        assert later.stopped and tasks[later] not in txns.units
+        with processing_record_of(source):
             assert txns.try_send("out", b"k", b"after", 0)  # accepted and dropped, not sent
             await txns.send("out", b"k", b"after, awaited", partition=0)
         assert txns.orphans_dropped == 2
