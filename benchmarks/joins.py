@@ -175,7 +175,7 @@ async def run_join_window(args: argparse.Namespace, driver: str) -> dict[str, An
     state = {"inputs": 0, "pairs": 0}
     process = join.process
 
-    def counted(event: Any) -> list[tuple[Any, Any]]:
+    def counted(event: Any) -> list[Any]:
         """Every input record of either side, before it is joined (the rate's numerator)."""
         if state["inputs"] == 0:
             meter.first()

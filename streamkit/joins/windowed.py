@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from ..codecs import RawCodec
 from ..errors import ConfigurationError
+from ..runtime.progress import Event, processing
 from ..streams.stream import Stream, _get_within
 from ..tables.table import DELETED, Table, TablePartition
 from ..tables.values import TableEntries
 from ..topics import Topic, TopicGroup
+from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from .aligned import AlignmentCounters, TimeAligner
 
@@ -51,6 +53,10 @@ _TAIL = struct.Struct(">BQq")  # side, timestamp (sign-flipped), offset
 _TIME = struct.Struct(">q")
 _SIGN = 1 << 63
 PAIRED, UNPAIRED = b"\x01", b"\x00"
+
+# One output of the join: the record it is keyed by (the input record for a pair, the record
+# itself for one emitted alone: its own key, topic, offset and time) and ``(left, right)``.
+Joined = tuple[Event, tuple[Any, Any]]
 
 
 def _ms(value: Any, what: str) -> int:
@@ -228,9 +234,10 @@ class WindowJoin(TopicGroup):
 
     # -- one record -------------------------------------------------------------------------------
 
-    def process(self, event: Any) -> list[tuple[Any, Any]]:
+    def process(self, event: Any) -> list[Joined]:
         """Join ``event`` (of either side) into its partition's buffer; the pairs it makes and
-        the unpaired records whose window its time closed."""
+        the unpaired records whose window its time closed, each with the record it is keyed by
+        (an unpaired record is keyed by itself, not by ``event``, whose time closed its window)."""
         message = event.message
         key, raw_value, ts = message.key, message.value, event.timestamp
         if key is None or raw_value is None or ts is None:
@@ -249,7 +256,7 @@ class WindowJoin(TopicGroup):
             self._late(event, ts, now)
             return []
         side = LEFT if message.topic == self.left.name else RIGHT
-        out: list[tuple[Any, Any]] = []
+        out: list[Joined] = []
         others = state.index[1 - side].get(key)
         if others:
             lo, hi = (ts - window.before, ts + window.after) if side == LEFT else (ts - window.after, ts + window.before)
@@ -262,7 +269,7 @@ class WindowJoin(TopicGroup):
                 if stored is None:
                     continue
                 other = decode(stored[1:])
-                out.append((event.value, other) if side == LEFT else (other, event.value))
+                out.append((event, (event.value, other) if side == LEFT else (other, event.value)))
                 if store_key in state.unpaired:
                     state.unpaired.discard(store_key)
                     part.cache[store_key] = PAIRED + stored[1:]
@@ -278,7 +285,7 @@ class WindowJoin(TopicGroup):
             out.extend(self._leave(state, part, gone))
         return out
 
-    def _leave(self, state: _Buffered, part: TablePartition, store_key: bytes) -> list[tuple[Any, Any]]:
+    def _leave(self, state: _Buffered, part: TablePartition, store_key: bytes) -> list[Joined]:
         key, side, ts = split_buffer_key(store_key)
         entries = state.index[side].get(key)
         if entries is not None:
@@ -287,15 +294,23 @@ class WindowJoin(TopicGroup):
                 del entries[at]
             if not entries:
                 del state.index[side][key]
-        alone: list[tuple[Any, Any]] = []
+        alone: list[Joined] = []
         if store_key in state.unpaired:
             state.unpaired.discard(store_key)
             stored = self.buffer.raw(part, store_key)
             if stored is not None:
-                value = (self.left if side == LEFT else self.right).value_codec.decode(stored[1:])
-                alone.append((value, None) if side == LEFT else (None, value))
+                record = self._buffered_record(part.number, store_key, key, side, ts, stored[1:])
+                alone.append((record, (record.value, None) if side == LEFT else (None, record.value)))
         part.cache[store_key] = DELETED
         return alone
+
+    def _buffered_record(self, partition: int, store_key: bytes, key: bytes, side: int, ts: int,
+                         value: bytes) -> Event:
+        """A buffered record as the event it was read as (its headers are not kept)."""
+        topic = self.left if side == LEFT else self.right
+        offset = _TAIL.unpack_from(store_key, len(store_key) - _TAIL.size)[2]
+        message = Message(topic.name, partition, offset, key, value, None, ts)
+        return Event(topic.key_codec.decode(key), topic.value_codec.decode(value), message)
 
     def _late(self, event: Any, ts: int, now: int) -> None:
         self.late_records += 1
@@ -346,22 +361,31 @@ class JoinStream(Stream):
             if batch is not None:
                 aligner.add(batch)
 
+    def _keyed_by(self, record: Event) -> None:
+        """Make ``record`` the current event (an unpaired record's own, for its outputs' key,
+        a table write's partition and the exactly-once transaction it joins)."""
+        if self.current_event is not record:
+            self.current_event = record
+            processing.set(record)
+
     async def _values(self) -> AsyncIterator[Any]:
         join: WindowJoin = self.topic  # type: ignore[assignment]
         while True:
             event = await self.next_event()
             assert event is not None
-            for pair in join.process(event):
+            for record, pair in join.process(event):
+                self._keyed_by(record)
                 yield pair
 
     async def items(self) -> AsyncIterator[tuple[Any, Any]]:  # type: ignore[override]
-        """``(key, (left, right))``: the key both records share."""
+        """``(key, (left, right))``: the key both records share, or an unpaired record's own."""
         join: WindowJoin = self.topic  # type: ignore[assignment]
         while True:
             event = await self.next_event()
             assert event is not None
-            for pair in join.process(event):
-                yield event.key, pair
+            for record, pair in join.process(event):
+                self._keyed_by(record)
+                yield record.key, pair
 
     async def events(self) -> AsyncIterator[Any]:  # type: ignore[override]
         raise TypeError("a windowed join's stream gives pairs: iterate it (or .items() for the key); "

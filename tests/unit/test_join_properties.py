@@ -48,8 +48,9 @@ def crash(table) -> None:
 def window_truth(records, before, after, grace, how):
     """The pairs of a windowed join computed over the whole input at once. ``records``: (side,
     key, ts, id) in processing order; a record is late when it is more than ``grace`` behind
-    the largest time its partition saw before it. Unpaired records are emitted alone once their
-    partition's final stream time passed their window's end + grace."""
+    the largest time its partition saw before it. Unpaired records are emitted alone, under
+    their own key, once their partition's final stream time passed their window's end + grace.
+    Each output is ``(key, left id, right id)``."""
     stream_time: dict[int, int] = {}
     kept = []
     for side, key, ts, ident in records:
@@ -65,16 +66,16 @@ def window_truth(records, before, after, grace, how):
     paired = set()
     for l, r in itertools.product(lefts, rights):
         if l[1] == r[1] and -before <= r[2] - l[2] <= after:
-            out[(l[3], r[3])] += 1
+            out[(l[1], l[3], r[3])] += 1
             paired.update((l[3], r[3]))
     if how in ("left", "outer"):
         for _, key, ts, ident in lefts:
             if ident not in paired and stream_time[PARTITION[key]] > ts + after + grace:
-                out[(ident, None)] += 1
+                out[(key, ident, None)] += 1
     if how == "outer":
         for _, key, ts, ident in rights:
             if ident not in paired and stream_time[PARTITION[key]] > ts + before + grace:
-                out[(None, ident)] += 1
+                out[(key, None, ident)] += 1
     return out
 
 
@@ -94,8 +95,8 @@ def run_window_join(records, before, after, grace, how, crashes):
     while i < len(events):
         token = processing.set(events[i])
         try:
-            for pair in join.process(events[i]):
-                pending[tuple(None if v is None else v["id"] for v in pair)] += 1
+            for record, pair in join.process(events[i]):  # each output keyed by its own record
+                pending[(record.key, *(None if v is None else v["id"] for v in pair))] += 1
         finally:
             processing.reset(token)
         i += 1
@@ -137,7 +138,7 @@ def test_a_left_join_emits_an_unpaired_record_only_after_its_window_closes():
     seen = []
     for i, (side, key, ts, ident) in enumerate(records):
         pairs = join.process(event("left" if side == 0 else "right", key, {"id": ident}, ts, i))
-        seen.append([tuple(None if v is None else v["id"] for v in pair) for pair in pairs])
+        seen.append([tuple(None if v is None else v["id"] for v in pair) for _, pair in pairs])
     # R1 at 16 s is outside L0's window; it moves the stream time to 16 s, past L0's end (15 s)
     # + grace (0), so L0 leaves alone then, and R2 (15 s, late by 1 s with no grace) is dropped
     assert seen == [[], [("L0", None)], [], []]

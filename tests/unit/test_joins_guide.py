@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from streamkit.testing.driver import TestDriver
 from tests.unit.test_examples_and_timers import load_example
 
@@ -13,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 GUIDE = (ROOT / "docs" / "joins.md").read_text()
 
 
-async def test_the_shop_example_gives_each_join_its_outputs(monkeypatch, tmp_path):
+@pytest.mark.parametrize("partitions", [None, "1"])  # one partition: every order shares a stream time
+async def test_the_shop_example_gives_each_join_its_outputs(monkeypatch, tmp_path, partitions):
+    if partitions:
+        monkeypatch.setenv("STREAMKIT_TOPIC_PARTITIONS", partitions)
     ex = load_example("shop_joins", monkeypatch, tmp_path)
     async with TestDriver(ex.app) as driver:
         await ex.feed(tables_loaded=driver.settle)

@@ -1,0 +1,64 @@
+"""A windowed join's unpaired records come out under their own key, whichever record's time
+closed their window: from ``.items()``, from ``yield`` to the agent's sinks, and as
+``current_event()`` (its key, topic, offset and time). One partition, so records of different
+keys share a stream time, as any busy partition does."""
+from __future__ import annotations
+
+import streamkit as sk
+from streamkit.testing.driver import TestDriver
+
+
+def one_partition_join(app_id: str, how: str):
+    app = sk.App(app_id, topic_partitions=1)
+    orders, payments = app.topic("orders", key_type=str), app.topic("payments", key_type=str)
+    via_items, via_yield = app.topic("via-items", key_type=str), app.topic("via-yield", key_type=str)
+    seen: list[tuple] = []
+
+    @app.agent(orders.join(payments, within=10, how=how))
+    async def by_items(pairs):
+        async for key, (order, payment) in pairs.items():
+            event = sk.current_event()
+            seen.append((key, order, payment, event.key, event.topic, event.offset, event.timestamp))
+            await via_items.send(key=key, value=[order, payment])
+
+    @app.agent(orders.join(payments, within=10, how=how, name="second"), sink=[via_yield])
+    async def by_yield(pairs):
+        async for order, payment in pairs:
+            yield [order, payment]
+
+    return app, orders, payments, via_items, via_yield, seen
+
+
+async def _feed(driver, orders, payments) -> None:
+    await driver.send(orders, key="o1", value="order-1", timestamp=1000)   # paid
+    await driver.send(orders, key="o2", value="order-2", timestamp=1001)   # never paid
+    await driver.send(payments, key="o1", value="pay-1", timestamp=1002)
+    await driver.send(payments, key="p9", value="pay-9", timestamp=1003)   # pays nothing
+    await driver.send(orders, key="o3", value="closer", timestamp=1100)    # closes every window above
+    await driver.settle()
+
+
+def _by_key(driver, topic) -> list[tuple]:
+    return sorted((r.key, tuple(r.value)) for r in driver.records(topic))
+
+
+async def test_a_left_joins_unpaired_record_keeps_its_own_key_in_items_yield_and_current_event():
+    app, orders, payments, via_items, via_yield, seen = one_partition_join("join-own-key-left", "left")
+    async with TestDriver(app) as driver:
+        await _feed(driver, orders, payments)
+        expected = [("o1", ("order-1", "pay-1")), ("o2", ("order-2", None))]
+        assert _by_key(driver, via_items) == expected
+        assert _by_key(driver, via_yield) == expected
+        unpaired = [s for s in seen if s[2] is None]
+        assert unpaired == [("o2", "order-2", None, "o2", "orders", 1, 1001 * 1000)]
+
+
+async def test_an_outer_joins_unpaired_records_of_both_sides_keep_their_own_keys():
+    app, orders, payments, via_items, via_yield, seen = one_partition_join("join-own-key-outer", "outer")
+    async with TestDriver(app) as driver:
+        await _feed(driver, orders, payments)
+        expected = [("o1", ("order-1", "pay-1")), ("o2", ("order-2", None)), ("p9", (None, "pay-9"))]
+        assert _by_key(driver, via_items) == expected
+        assert _by_key(driver, via_yield) == expected
+        alone = sorted((s[0], s[3], s[4], s[5]) for s in seen if s[1] is None or s[2] is None)
+        assert alone == [("o2", "o2", "orders", 1), ("p9", "p9", "payments", 1)]
