@@ -1,7 +1,7 @@
 """The join chaos run's worker: orders (keyed by order id) enriched with their customer from a
 table (a repartition by customer), and a windowed stream-stream join of lefts with rights.
 
-JOIN_APP_ID, JOIN_TOPIC_SUFFIX and CHAOS_GUARANTEE configure it (tests/chaos/joins.py sets
+JOIN_APP_ID, JOIN_TOPIC_SUFFIX, JOIN_HOW and CHAOS_GUARANTEE configure it (tests/chaos/joins.py sets
 them); the driver and broker come from STREAMKIT_DRIVER and STREAMKIT_BROKER.
 """
 import os
@@ -36,7 +36,7 @@ async def enrich(stream):
         await enriched.send_soon(key=str(order["id"]), value={"id": order["id"], "name": customer and customer["name"]})
 
 
-@app.agent(lefts.join(rights, within=1.5, grace=3600))
+@app.agent(lefts.join(rights, within=1.5, grace=3600, how=os.environ.get("JOIN_HOW", "inner")), sink=[matched])
 async def match(pairs):
-    async for key, (left, right) in pairs.items():
-        await matched.send_soon(key=key, value=[left["id"], right["id"]])
+    async for key, (left, right) in pairs.items():  # the sink's key is the current event's
+        yield [key, left and left["id"], right and right["id"]]

@@ -8,8 +8,12 @@ order meets its customer whatever the interleaving); then orders (keyed by order
 their customer) and lefts/rights (keyed alike, timestamps 10 ms apart, the right 5 ms after its
 left) flow while a random worker is SIGKILLed and restarted ``--kills`` times. The truth: each
 order once with its customer's name; each (left, right) pair of one key at most 1.5 s apart
-exactly once (grace is an hour, so no record is late whatever the replays). exactly_once: the
-outputs (read_committed) equal the truth exactly; at_least_once: nothing missing or wrong.
+exactly once (grace is an hour, so no record is late whatever the replays). With
+``--how left``/``outer``, every 50th left (and, outer, right) also has a twin under a key of its
+own that nothing pairs with, and one last left per partition, an hour and more later, closes
+every window: each such record once, alone, under its own key (the sink's key, from ``yield``,
+and the key ``.items()`` gave, checked on every output). exactly_once: the outputs
+(read_committed) equal the truth exactly; at_least_once: nothing missing or wrong.
 """
 from __future__ import annotations
 
@@ -27,10 +31,14 @@ import orjson
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streamkit.transport.partitioner import partition_for_key
+
 from .harness import PARTITIONS, Reader, Worker, delete_run_topics, group_lag, sigkill_rounds
 
 BASE_MS = 1_767_225_600_000
 WITHIN_MS = 1500
+GRACE_MS = 3_600_000
+ALONE_EVERY = 50  # every 50th record of a side also has an unpairable twin (left and outer joins)
 
 
 @dataclass
@@ -38,13 +46,15 @@ class JoinSummary:
     driver: str
     guarantee: str
     orders: int
-    pairs_expected: int
+    pairs_expected: int  # pairs, and records alone under left/outer
+    how: str = "inner"
     enriched_missing: int = 0
     enriched_duplicated: int = 0
     enriched_wrong: int = 0
     pairs_missing: int = 0
     pairs_duplicated: int = 0
     pairs_spurious: int = 0
+    wrong_keys: int = 0  # outputs whose sink key or items() key is not the key of the record(s) they carry
     died: int = 0
     kills: int = 0
     seconds: float = 0.0
@@ -52,33 +62,54 @@ class JoinSummary:
     @property
     def ok(self) -> bool:
         lossless = not (self.enriched_missing or self.enriched_wrong or self.pairs_missing or self.pairs_spurious
-                        or self.died)
+                        or self.wrong_keys or self.died)
         if self.guarantee == "exactly_once":
             return lossless and not (self.enriched_duplicated or self.pairs_duplicated)
         return lossless
 
     def line(self) -> str:
-        return (f"[joins {self.driver}/{self.guarantee}] orders={self.orders} enriched missing={self.enriched_missing} "
+        return (f"[joins {self.driver}/{self.guarantee}/{self.how}] orders={self.orders} enriched missing={self.enriched_missing} "
                 f"duplicated={self.enriched_duplicated} wrong={self.enriched_wrong}; pairs={self.pairs_expected} "
-                f"missing={self.pairs_missing} duplicated={self.pairs_duplicated} spurious={self.pairs_spurious}; "
+                f"missing={self.pairs_missing} duplicated={self.pairs_duplicated} spurious={self.pairs_spurious} "
+                f"wrong keys={self.wrong_keys}; "
                 f"died={self.died} kills={self.kills} ({self.seconds:.0f}s) {'OK' if self.ok else 'FAILED'}")
 
 
-def pair_truth(records: int, keys: int) -> set[tuple[int, int]]:
-    """Left i and right j pair when their keys match and their times are at most 1.5 s apart."""
+Output = tuple[str, int | None, int | None]  # (key, left id, right id)
+
+
+def pair_truth(records: int, keys: int, how: str = "inner") -> set[Output]:
+    """Left i and right j pair when their keys match and their times are at most 1.5 s apart;
+    a left join adds each unpairable left twin alone, an outer join each right twin too."""
     by_key: dict[int, list[int]] = {}
     for j in range(records):
         by_key.setdefault(j % keys, []).append(j)
-    truth = set()
+    truth: set[Output] = set()
     for i in range(records):
         for j in by_key[i % keys]:
             if abs((j * 10 + 5) - i * 10) <= WITHIN_MS:
-                truth.add((i, j))
+                truth.add((f"k{i % keys}", i, j))
+    twins = range(0, records, ALONE_EVERY)
+    if how in ("left", "outer"):
+        truth.update((f"lone-left-{i}", i, None) for i in twins)
+    if how == "outer":
+        truth.update((f"lone-right-{j}", None, j) for j in twins)
     return truth
 
 
+def closing_keys() -> dict[int, str]:
+    """A key of each partition (Kafka's murmur2 placement), for the records that close the windows."""
+    keys: dict[int, str] = {}
+    n = 0
+    while len(keys) < PARTITIONS:
+        key = f"closer-{n}"
+        keys.setdefault(partition_for_key(key.encode(), PARTITIONS), key)
+        n += 1
+    return keys
+
+
 def _feed(broker: str, topics: dict[str, str], records: int, customers: int, keys: int, seconds: float,
-          stop: threading.Event) -> None:
+          stop: threading.Event, how: str) -> None:
     producer = Producer({"bootstrap.servers": broker, "linger.ms": 5, "partitioner": "murmur2_random",
                          "enable.idempotence": True, "message.timeout.ms": 0})
     chunk = 200
@@ -89,15 +120,25 @@ def _feed(broker: str, topics: dict[str, str], records: int, customers: int, key
         key = f"k{i % keys}".encode()
         producer.produce(topics["lefts"], key=key, value=orjson.dumps({"id": i}), timestamp=BASE_MS + i * 10)
         producer.produce(topics["rights"], key=key, value=orjson.dumps({"id": i}), timestamp=BASE_MS + i * 10 + 5)
+        if how != "inner" and i % ALONE_EVERY == 0:
+            for side in ("left", "right"):
+                producer.produce(topics[f"{side}s"], key=f"lone-{side}-{i}".encode(), value=orjson.dumps({"id": i}),
+                                 timestamp=BASE_MS + i * 10 + (5 if side == "right" else 0))
         if i % chunk == chunk - 1:
             producer.poll(0)
             if stop.wait(pause):
                 break
+    if how != "inner" and not stop.is_set():  # past every window's end + grace: each partition's twins leave
+        closing = BASE_MS + records * 10 + WITHIN_MS + GRACE_MS + 60_000
+        for partition, key in closing_keys().items():
+            producer.produce(topics["lefts"], key=key.encode(), value=orjson.dumps({"id": -1}), partition=partition,
+                             timestamp=closing)
     if producer.flush(900):
         raise RuntimeError("the feeder could not deliver every input")
 
 
-def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: int = 20000, customers: int = 500,
+def run(broker: str, driver: str, *, guarantee: str = "exactly_once", how: str = "inner", records: int = 20000,
+        customers: int = 500,
         keys: int = 100, kills: int = 6, workers: int = 3, interval: float = 4.0, drain_timeout: float = 300.0,
         workdir: Path | None = None, seed: int | None = None, log=print) -> JoinSummary:
     rng = random.Random(seed)
@@ -106,8 +147,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     app_id = f"chaos-joins-{suffix}"
     workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-joins-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    truth_pairs = pair_truth(records, keys)
-    summary = JoinSummary(driver, guarantee, records, len(truth_pairs))
+    truth_pairs = pair_truth(records, keys, how)
+    summary = JoinSummary(driver, guarantee, records, len(truth_pairs), how=how)
     exact = guarantee == "exactly_once"
     started = time.monotonic()
     admin = AdminClient({"bootstrap.servers": broker})
@@ -121,7 +162,7 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     for c in range(customers):
         producer.produce(topics["customers"], key=f"c{c}".encode(), value=orjson.dumps({"name": f"name-{c}"}))
     producer.flush(60)
-    env = {"JOIN_APP_ID": app_id, "JOIN_TOPIC_SUFFIX": suffix}
+    env = {"JOIN_APP_ID": app_id, "JOIN_TOPIC_SUFFIX": suffix, "JOIN_HOW": how}
     pool = [Worker(i, broker, driver, guarantee, {"app": app_id, "in": "", "out": ""}, workdir,
                    app="tests.chaos.join_app:app", env=env) for i in range(workers)]
     for worker in pool:
@@ -133,7 +174,7 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
         time.sleep(0.5)
     stop = threading.Event()
     feeder = threading.Thread(target=_feed, args=(broker, topics, records, customers, keys,
-                                                  max(kills * interval, 5.0), stop), daemon=True)
+                                                  max(kills * interval, 5.0), stop, how), daemon=True)
     feeder.start()
     enriched = Reader(broker, topics["enriched"], committed=exact)
     matched = Reader(broker, topics["matched"], committed=exact)
@@ -169,7 +210,14 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", records: i
     summary.enriched_missing = len(set(range(records)) - set(ids))
     summary.enriched_duplicated = len(ids) - len(set(ids))
     summary.enriched_wrong = sum(1 for o in got if o["name"] != f"name-{o['id'] % customers}")
-    pairs = [tuple(orjson.loads(m.value())) for m in matched.records]
+    pairs: list[Output] = []
+    for m in matched.records:
+        items_key, left, right = orjson.loads(m.value())
+        sink_key = m.key().decode()
+        pairs.append((items_key, left, right))
+        expected_key = f"k{left % keys}" if left is not None and right is not None else None
+        if sink_key != items_key or (expected_key is not None and items_key != expected_key):
+            summary.wrong_keys += 1  # a lone twin's own key is in the truth: a wrong one is also spurious
     summary.pairs_missing = len(truth_pairs - set(pairs))
     summary.pairs_duplicated = len(pairs) - len(set(pairs))
     summary.pairs_spurious = len(set(pairs) - truth_pairs)
@@ -184,12 +232,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker", required=True)
     parser.add_argument("--driver", choices=["aiokafka", "confluent"], default="confluent")
     parser.add_argument("--guarantee", choices=["at_least_once", "exactly_once"], default="exactly_once")
+    parser.add_argument("--how", choices=["inner", "left", "outer"], default="inner")
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--kills", type=int, default=6)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args(argv)
-    summary = run(args.broker, args.driver, guarantee=args.guarantee, records=args.records, kills=args.kills,
+    summary = run(args.broker, args.driver, guarantee=args.guarantee, how=args.how, records=args.records,
+                  kills=args.kills,
                   seed=args.seed, workdir=args.workdir)
     print(summary.line())
     return 0 if summary.ok else 1
