@@ -55,14 +55,15 @@ class Topic:
         return f"<Topic {self.name!r} key={self.key_codec.name} value={self.value_codec.name}>"
 
     def join(self, other: "Topic", *, within: Any = None, before: Any = None, after: Any = None, grace: Any = 0,
-             how: str = "inner", name: str | None = None) -> Any:
+             how: str = "inner", name: str | None = None, close_idle_after: Any = None) -> Any:
         """A windowed stream-stream join of this topic (left) with ``other`` (right), as an
         agent's input: its stream gives ``(left, right)`` for records with the same key at most
-        ``within`` apart (streamkit/joins/windowed.py). ``how``: inner, left or outer."""
+        ``within`` apart (streamkit/joins/windowed.py). ``how``: inner, left or outer;
+        ``close_idle_after``: an idle partition's unpaired records go out after that long."""
         # joins/ sits above topics (it builds on streams and tables): the app, which wires the
         # layers together, builds the join
         return self.app.join_topics(self, other, within=within, before=before, after=after, grace=grace, how=how,
-                                    name=name)
+                                    name=name, close_idle_after=close_idle_after)
 
     @property
     def members(self) -> tuple["Topic", ...]:

@@ -16,6 +16,10 @@ key is the record's key bytes (length-prefixed), its side, timestamp and offset;
 bytes as received plus whether it paired. An index of (key, timestamp) per partition is kept in
 memory and rebuilt from the store after an assignment, a recovery or a rolled-back checkpoint.
 Both topics must have the same partition count and keys serialised alike (checked at start).
+
+``close_idle_after``: a partition whose records stopped coming has its stream time move with the
+wall clock after that long (as windowed tables do), so its unpaired records go out without
+waiting for its next record; the stream wakes for them (JoinStream).
 Each partition's two sides are read in timestamp order (aligned.py), so catching up on two
 filled topics makes no record late.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from collections import deque
 from bisect import bisect_left, insort
 import logging
 import struct
@@ -31,12 +36,12 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from ..codecs import RawCodec
 from ..errors import ConfigurationError
-from ..runtime.progress import Event, processing
+from ..runtime.progress import Batch, Event, processing
 from ..streams.stream import Stream, _get_within
 from ..tables.table import DELETED, Table, TablePartition
 from ..tables.values import TableEntries
 from ..topics import Topic, TopicGroup
-from ..transport.base import Message
+from ..transport.base import TP, Message
 from ..transport.partitioner import partition_for_key
 from .aligned import AlignmentCounters, TimeAligner
 
@@ -71,17 +76,20 @@ class JoinWindows:
     (how far a right record may precede/follow a left one); ``grace``: how far behind the stream
     time a record may arrive and still join."""
 
-    def __init__(self, within: Any = None, *, before: Any = None, after: Any = None, grace: Any = 0) -> None:
+    def __init__(self, within: Any = None, *, before: Any = None, after: Any = None, grace: Any = 0,
+                 close_idle_after: Any = None) -> None:
         if within is None and (before is None or after is None):
             raise ConfigurationError("a windowed join needs within= (or both before= and after=)")
         self.before = _ms(within if before is None else before, "before")
         self.after = _ms(within if after is None else after, "after")
         self.grace = _ms(grace, "grace")
+        self.close_idle_after = None if close_idle_after is None else _ms(close_idle_after, "close_idle_after")
 
     def describe(self) -> str:
         span = (f"within {self.before / 1000:g}s" if self.before == self.after
                 else f"{self.before / 1000:g}s before to {self.after / 1000:g}s after")
-        return f"{span}, grace {self.grace / 1000:g}s"
+        idle = "" if self.close_idle_after is None else f", closed after {self.close_idle_after / 1000:g}s idle"
+        return f"{span}, grace {self.grace / 1000:g}s{idle}"
 
 
 def buffer_key(key: bytes, side: int, ts: int, offset: int) -> bytes:
@@ -98,11 +106,13 @@ class _Buffered:
     """A partition's buffered records as the join needs them: by key and side, and by when
     each leaves the buffer."""
 
-    __slots__ = ("part", "stream_time", "index", "leaving", "unpaired")
+    __slots__ = ("part", "stream_time", "index", "leaving", "unpaired", "active_at", "idle_from")
 
-    def __init__(self, part: TablePartition) -> None:
+    def __init__(self, part: TablePartition, now: float) -> None:
         self.part = part
         self.stream_time: int | None = None
+        self.active_at = now  # when a record last came (close_idle_after; the app's clock, seconds)
+        self.idle_from: int | None = None  # the stream time when the partition went idle
         self.index: tuple[dict[bytes, list[tuple[int, bytes]]], ...] = ({}, {})  # side -> key -> [(ts, store key)]
         self.leaving: list[tuple[int, bytes]] = []  # heap of (leaves when S passes this, store key)
         self.unpaired: set[bytes] = set()  # store keys that would be emitted alone when they leave
@@ -136,7 +146,7 @@ class JoinBuffer(Table):
 
     def _rebuild(self, part: TablePartition) -> _Buffered:
         """From the store, the committed state (after an assignment, a recovery or a rollback)."""
-        state = _Buffered(part)
+        state = _Buffered(part, self.app.clock.monotonic())
         emits = self.join.emits
         for store_key, raw in part.store.items():
             if store_key == STREAM_TIME_KEY:
@@ -255,6 +265,8 @@ class WindowJoin(TopicGroup):
         if now is not None and ts < now - window.grace:
             self._late(event, ts, now)
             return []
+        if window.close_idle_after is not None:
+            state.active_at, state.idle_from = self.app.clock.monotonic(), None
         side = LEFT if message.topic == self.left.name else RIGHT
         out: list[Joined] = []
         others = state.index[1 - side].get(key)
@@ -283,6 +295,42 @@ class WindowJoin(TopicGroup):
         while leaving and leaving[0][0] < now:
             _, gone = heapq.heappop(leaving)
             out.extend(self._leave(state, part, gone))
+        return out
+
+    def idle_poll(self) -> float | None:
+        """Seconds a stream may wait for records before ``close_idle`` has to look again; None:
+        nothing would leave without a record (no ``close_idle_after``, or nothing unpaired)."""
+        idle_after = self.window.close_idle_after
+        if idle_after is None or not any(state.unpaired for state in self.buffer._state.values()):
+            return None
+        return min(idle_after / 1000, 1.0)
+
+    def close_idle(self) -> list[Joined]:
+        """``close_idle_after``: each partition without records for that long has its stream
+        time moved with the clock since then; the unpaired records whose window that closes."""
+        idle_after = self.window.close_idle_after
+        out: list[Joined] = []
+        if idle_after is None:
+            return out
+        now = self.app.clock.monotonic()
+        for number, state in list(self.buffer._state.items()):
+            part = self.buffer.local.get(number)
+            if part is None or state.part is not part or not part.ready or not state.unpaired:
+                continue
+            idle_ms = round((now - state.active_at) * 1000)
+            if state.stream_time is None or idle_ms < idle_after:
+                continue
+            if state.idle_from is None:
+                state.idle_from = state.stream_time
+            moved = state.idle_from + idle_ms - idle_after
+            if moved <= state.stream_time:
+                continue
+            state.stream_time = moved
+            part.cache[STREAM_TIME_KEY] = _TIME.pack(moved)
+            leaving = state.leaving
+            while leaving and leaving[0][0] < moved:
+                _, gone = heapq.heappop(leaving)
+                out.extend(self._leave(state, part, gone))
         return out
 
     def _leave(self, state: _Buffered, part: TablePartition, store_key: bytes) -> list[Joined]:
@@ -330,6 +378,9 @@ class JoinStream(Stream):
     def __init__(self, subscriber: Any, *, topic: Any = None, owner: Any = None) -> None:
         super().__init__(subscriber, topic=topic, owner=owner)
         self._aligner: TimeAligner | None = None
+        # unpaired records an idle partition let go (close_idle_after), each held while the agent
+        # handles it, so a checkpoint waits for it and a crash hands it out again (_idle_outputs)
+        self._idle: deque[tuple[Batch, Joined]] = deque()
 
     async def _next_batch(self, timeout: float | None) -> Any:
         join: WindowJoin = self.topic  # type: ignore[assignment]
@@ -368,24 +419,50 @@ class JoinStream(Stream):
             self.current_event = record
             processing.set(record)
 
-    async def _values(self) -> AsyncIterator[Any]:
+    async def _joined(self) -> AsyncIterator[Joined]:
+        """Every output with the record it is keyed by, which is the current event while the
+        agent handles it."""
         join: WindowJoin = self.topic  # type: ignore[assignment]
         while True:
-            event = await self.next_event()
-            assert event is not None
+            async for joined in self._idle_outputs():
+                yield joined
+            poll = join.idle_poll()
+            event = await self.next_event(poll)
+            if event is None:  # no record within the poll: an idle partition may let records go
+                await self._past_barrier()  # not while an exactly-once checkpoint commits
+                self._release_held()
+                for joined in join.close_idle():
+                    batch = Batch(TP(joined[0].topic, joined[0].partition), [joined[0]])
+                    batch.revoked = True  # never handed out again as a record to join
+                    self._idle.append((batch, joined))
+                continue
             for record, pair in join.process(event):
                 self._keyed_by(record)
-                yield pair
+                yield record, pair
+
+    async def _idle_outputs(self) -> AsyncIterator[Joined]:
+        """The idle partitions' unpaired records, each held while the agent handles it; one
+        whose handling failed comes again (retries), one the error policy took is acked."""
+        idle = self._idle
+        while idle:
+            batch, (record, pair) = idle[0]
+            if batch.acked:  # given up: the error policy has it
+                idle.popleft()
+                continue
+            self._release_held()
+            self._held.append((batch, 0))
+            self._keyed_by(record)
+            yield record, pair
+            idle.popleft()
+
+    async def _values(self) -> AsyncIterator[Any]:
+        async for _, pair in self._joined():
+            yield pair
 
     async def items(self) -> AsyncIterator[tuple[Any, Any]]:  # type: ignore[override]
         """``(key, (left, right))``: the key both records share, or an unpaired record's own."""
-        join: WindowJoin = self.topic  # type: ignore[assignment]
-        while True:
-            event = await self.next_event()
-            assert event is not None
-            for record, pair in join.process(event):
-                self._keyed_by(record)
-                yield record.key, pair
+        async for record, pair in self._joined():
+            yield record.key, pair
 
     async def events(self) -> AsyncIterator[Any]:  # type: ignore[override]
         raise TypeError("a windowed join's stream gives pairs: iterate it (or .items() for the key); "
@@ -394,10 +471,10 @@ class JoinStream(Stream):
 
 
 def windowed_join(left: Topic, right: Any, *, within: Any, before: Any, after: Any, grace: Any, how: str,
-                  name: str | None) -> WindowJoin:
+                  name: str | None, close_idle_after: Any = None) -> WindowJoin:
     """The operator behind ``topic.join(other, within=...)``: the join as an agent's input."""
     if isinstance(right, Table):
         raise TypeError(f"a stream-table join runs in the agent: `async for value, found in "
                         f"stream.join({right.name!r} table)`; topic.join() joins two topics within a time window")
-    return WindowJoin(left.app, left, right, JoinWindows(within, before=before, after=after, grace=grace), how,
-                      name=name)
+    window = JoinWindows(within, before=before, after=after, grace=grace, close_idle_after=close_idle_after)
+    return WindowJoin(left.app, left, right, window, how, name=name)

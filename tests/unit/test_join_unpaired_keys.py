@@ -4,8 +4,11 @@ closed their window: from ``.items()``, from ``yield`` to the agent's sinks, and
 keys share a stream time, as any busy partition does."""
 from __future__ import annotations
 
+import pytest
+
 import streamkit as sk
 from streamkit.testing.driver import TestDriver
+from streamkit.testing.helpers import wait_for
 
 
 def one_partition_join(app_id: str, how: str):
@@ -62,3 +65,69 @@ async def test_an_outer_joins_unpaired_records_of_both_sides_keep_their_own_keys
         assert _by_key(driver, via_yield) == expected
         alone = sorted((s[0], s[3], s[4], s[5]) for s in seen if s[1] is None or s[2] is None)
         assert alone == [("o2", "o2", "orders", 1), ("p9", "p9", "payments", 1)]
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_close_idle_after_lets_an_idle_partitions_unpaired_records_go_under_their_own_keys(guarantee):
+    app = sk.App(f"join-idle-{guarantee}", topic_partitions=1, processing_guarantee=guarantee)
+    orders, payments = app.topic("orders", key_type=str), app.topic("payments", key_type=str)
+    out = app.topic("settled", key_type=str)
+    join = orders.join(payments, within=10, how="outer", close_idle_after=5)
+
+    @app.agent(join, sink=[out])
+    async def settle(pairs):
+        async for order, payment in pairs:
+            yield [order, payment]
+
+    async with TestDriver(app) as driver:
+        await driver.send(orders, key="o1", value="order-1", timestamp=1000)
+        await driver.send(payments, key="p1", value="pay-1", timestamp=1001)
+        await driver.send(orders, key="o2", value="order-2", timestamp=1001)
+        await driver.send(payments, key="o2", value="pay-2", timestamp=1001)
+        await driver.settle()
+        assert _by_key(driver, out) == [("o2", ("order-2", "pay-2"))]  # o1 and p1 wait for their windows
+        # idle 20 s, 15 past close_idle_after: stream time 1001 + 15 passes o1's 1010 and p1's 1011
+        await driver.advance(20)
+        await wait_for(lambda: len(driver.records(out)) == 3, 10, message="the idle partition's records out")
+        assert _by_key(driver, out) == [("o1", ("order-1", None)), ("o2", ("order-2", "pay-2")),
+                                        ("p1", (None, "pay-1"))]
+        assert "closed after 5s idle" in app.runtime.topology.describe()
+        await driver.send(orders, key="o3", value="order-3", timestamp=1005)  # behind the moved stream time
+        await driver.settle()
+        assert join.late_records == 1 and len(driver.records(out)) == 3
+
+
+async def test_without_close_idle_after_an_idle_partitions_unpaired_records_wait_for_its_next_record():
+    app, orders, payments, via_items, via_yield, seen = one_partition_join("join-not-idle", "left")
+    async with TestDriver(app) as driver:
+        await driver.send(orders, key="o1", value="order-1", timestamp=1000)
+        await driver.settle()
+        await driver.advance(60)
+        await driver.settle()
+        assert driver.records(via_items) == []
+        await driver.send(payments, key="zz", value="pay", timestamp=1100)
+        await wait_for(lambda: len(driver.records(via_items)) == 1, 10, message="o1 out once time moved")
+        assert _by_key(driver, via_items) == [("o1", ("order-1", None))]
+
+
+async def test_an_agent_failing_on_an_idle_partitions_unpaired_record_gets_it_again():
+    app = sk.App("join-idle-retry", topic_partitions=1)
+    orders, payments = app.topic("orders", key_type=str), app.topic("payments", key_type=str)
+    out = app.topic("settled", key_type=str)
+    failures: list[str] = []
+
+    @app.agent(orders.join(payments, within=10, how="left", close_idle_after=5))
+    async def settle(pairs):
+        async for key, (order, payment) in pairs.items():
+            if not failures:
+                failures.append(key)
+                raise RuntimeError("the first try fails")
+            await out.send(key=sk.current_event().key, value=[order, payment])
+
+    async with TestDriver(app) as driver:
+        await driver.send(orders, key="o1", value="order-1", timestamp=1000)
+        await driver.settle()
+        await driver.advance(20)
+        await wait_for(lambda: len(driver.records(out)) == 1, 10, message="o1 out after its retry")
+        await driver.settle()
+        assert failures == ["o1"] and _by_key(driver, out) == [("o1", ("order-1", None))]
