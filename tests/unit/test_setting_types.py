@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -36,6 +37,12 @@ def test_faust_names_go_through_the_same_checks():
     app = sk.App("types4")
     with pytest.raises(sk.ConfigurationError, match="broker_commit_interval='soon'"):
         app.conf.broker_commit_interval = "soon"
+
+
+def test_faust_text_settings_refuse_what_is_not_text():
+    with pytest.raises(sk.ConfigurationError, match=r"web_bind=None \(Faust's name for web_host\).*expected text"):
+        sk.App("types14", web_bind=None)
+    assert sk.App("types15", datadir=Path("/tmp/x")).conf.data_dir == "/tmp/x"
 
 
 def test_numeric_text_is_converted_as_the_environment_converts_it():
