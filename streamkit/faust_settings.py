@@ -38,6 +38,13 @@ def _acks(value: Any) -> str:
     return {-1: "all", "-1": "all", "all": "all", 0: "0", "0": "0", 1: "1", "1": "1"}[value]
 
 
+def _text(value: Any) -> str:
+    """A path, URL or name (``Path``, ``yarl.URL`` and ``str`` alike); ``str(None)`` is no address."""
+    if value is None or isinstance(value, (bool, int, float, dict, list, tuple)):
+        raise TypeError(f"expected text, got {type(value).__name__}")
+    return str(value)
+
+
 def _compression(value: Any) -> str:
     return "none" if value is None else str(value)
 
@@ -45,20 +52,20 @@ def _compression(value: Any) -> str:
 # Faust name -> (streamkit name, converter from Faust's value and unit)
 RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "url": ("broker", lambda v: v),
-    "datadir": ("data_dir", str),
+    "datadir": ("data_dir", _text),
     "broker_commit_interval": ("commit_interval", _seconds),
     "broker_session_timeout": ("session_timeout_ms", _ms),
     "broker_heartbeat_interval": ("heartbeat_interval_ms", _ms),
     "broker_max_poll_interval": ("max_poll_interval_ms", _ms),
     "broker_max_poll_records": ("fetch_max_records", int),
-    "consumer_auto_offset_reset": ("auto_offset_reset", str),
+    "consumer_auto_offset_reset": ("auto_offset_reset", _text),
     "topic_replication_factor": ("topic_replicas", int),
     "producer_acks": ("acks", _acks),
     "producer_linger_ms": ("linger_ms", int),
     "producer_linger": ("linger_ms", _ms),
     "producer_compression_type": ("compression", _compression),
-    "web_bind": ("web_host", str),
-    "canonical_url": ("web_advertised_url", str),
+    "web_bind": ("web_host", _text),
+    "canonical_url": ("web_advertised_url", _text),
 }
 
 # Faust name -> (values that describe what streamkit does, what it does / what to use instead)

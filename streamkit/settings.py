@@ -14,7 +14,9 @@ from enum import StrEnum
 from typing import Any, get_type_hints
 
 from .errors import ConfigurationError
+from .env_names import warn_unknown
 from .faust_settings import from_faust_environment, is_faust_name, translate
+from .setting_types import convert
 
 class Secret:
     """A password or token: ``repr``, ``str``, ``dataclasses.asdict`` and f-strings show
@@ -298,8 +300,6 @@ class Settings:
     """Extra driver-native producer settings, as ``consumer_config``."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.broker, (list, tuple)):
-            object.__setattr__(self, "broker", ",".join(self.broker))
         self.validate()
         object.__setattr__(self, "_ready", True)
 
@@ -334,6 +334,13 @@ class Settings:
 
     def validate(self) -> None:
         """Reject values that would only fail later, far from where they were set."""
+        if isinstance(self.broker, (list, tuple)):
+            object.__setattr__(self, "broker", ",".join(self.broker))
+        for name, hint in _HINTS.items():  # each value as its declared type (setting_types.py)
+            value = self.__dict__[name]
+            converted = convert(name, hint, value, secret=name in _SECRETS)
+            if converted is not value:
+                object.__setattr__(self, name, converted)
         for name, enum in _ENUMS.items():
             value = self.__dict__[name]
             if not isinstance(value, enum) and value in tuple(enum):
@@ -475,6 +482,7 @@ class Settings:
         """Build settings from code values, then apply ``STREAMKIT_*`` overrides."""
         environ = dict(os.environ if environ is None else environ)
         hints = get_type_hints(cls)
+        warn_unknown(environ, _FIELD_NAMES)
         values = _from_faust_names(from_faust_environment(environ, values))
         unknown = set(values) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
@@ -487,7 +495,8 @@ class Settings:
         for f in dataclasses.fields(cls):
             raw = environ.get(f"STREAMKIT_{f.name.upper()}")
             if raw is not None:
-                values[f.name] = _parse(f.name, hints[f.name], raw)
+                values[f.name] = convert(f.name, hints[f.name], raw, shown=f"STREAMKIT_{f.name.upper()}",
+                                         secret=f.name in _SECRETS)
         return cls(**values)
 
 
@@ -500,6 +509,7 @@ def driver_of_url(broker: str) -> str | None:
 _GROUP_PROTOCOL_KEYS = frozenset({"partition.assignment.strategy", "group.protocol", "group.remote.assignor",
                                   "partition_assignment_strategy"})
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
+_HINTS = get_type_hints(Settings)
 
 
 def _from_faust_names(values: dict[str, Any]) -> dict[str, Any]:
@@ -546,23 +556,3 @@ def _server(part: str) -> str:
         return f"{rest}:9092"
     host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
     return f"{host or 'localhost'}:{port or 9092}"
-
-
-def _parse(name: str, hint: Any, raw: str) -> Any:
-    try:
-        if hint is int:
-            return int(raw)
-        if hint is float:
-            return float(raw)
-        if hint is bool:
-            return raw.lower() in ("1", "true", "yes", "on")
-        if getattr(hint, "__origin__", None) is dict:
-            import orjson
-
-            try:
-                return orjson.loads(raw)
-            except orjson.JSONDecodeError as exc:  # the text may hold credentials: never echoed
-                raise ConfigurationError(f"STREAMKIT_{name.upper()} is not a JSON object: {exc}") from None
-    except ValueError as exc:
-        raise ConfigurationError(f"STREAMKIT_{name.upper()}={raw!r}: {exc}") from None
-    return raw

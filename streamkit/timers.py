@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from .runtime.loops import restarting
+
 log = logging.getLogger("streamkit.timers")
 
 
@@ -90,7 +92,10 @@ class Timers:
         self._tasks: list[asyncio.Task] = []
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(t.run(self.clock, self.is_leader), name=f"timer:{t.name}") for t in self.timers]
+        # a timer's own failures are logged by Timer.run and its schedule goes on; anything escaping
+        # that (its schedule's arithmetic) restarts it with a log line rather than ending it unseen
+        self._tasks = [restarting(f"timer {t.name}", lambda t=t: t.run(self.clock, self.is_leader))
+                       for t in self.timers]
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -15,6 +15,7 @@ import orjson
 from ..models.convert import compile_converter
 from ..models.record import dumps
 from ..transport.base import TP, Message
+from ..runtime.loops import restarting
 from ..transport.reader import Reader
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Replies:
             await consumer.start()
             ends = await consumer.end_offsets([tp])
             await consumer.assign([tp], {tp: ends[tp]})
-            self._reader = Reader(consumer, self._on_replies, name="reply-reader")
+            self._reader = Reader(consumer, self._on_replies, name="reply reader", supervise=restarting)
 
     def _on_replies(self, _tp: TP, messages: list[Message]) -> None:
         for message in messages:

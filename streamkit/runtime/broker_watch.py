@@ -13,6 +13,8 @@ import logging
 import time
 from typing import Any
 
+from .loops import restarting
+
 log = logging.getLogger("streamkit.broker")
 
 SUMMARY_EVERY = 30.0
@@ -64,7 +66,7 @@ class BrokerWatch:
             self.down_since = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="streamkit-broker-watch")
+        self._task = restarting("broker watch", self._run)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -36,6 +36,7 @@ import orjson
 
 from ..transport.base import TP, Driver, Message
 from ..transport.reader import Reader
+from .loops import restarting
 
 log = logging.getLogger("streamkit.membership")
 
@@ -82,8 +83,8 @@ class Membership:
         await consumer.start()
         tp = TP(self.topic, 0)
         await consumer.assign([tp], {tp: 0})
-        self._reader = Reader(consumer, self._on_claims, name="membership-reader")
-        self._beat = asyncio.create_task(self._heartbeat(), name="streamkit-membership-heartbeat")
+        self._reader = Reader(consumer, self._on_claims, name="membership reader", supervise=restarting)
+        self._beat = restarting("membership heartbeat", self._heartbeat)
 
     async def stop(self) -> None:
         if self._beat is not None:

@@ -15,6 +15,7 @@ import logging
 from typing import Any, Callable, Iterable
 
 from ..transport.base import TP, Consumer, Driver
+from .loops import restarting
 
 log = logging.getLogger("streamkit.purge")
 
@@ -46,7 +47,7 @@ class RepartitionPurge:
 
     def start(self) -> None:
         if self.topics and self.interval > 0:
-            self._task = asyncio.create_task(self._run(), name="streamkit-repartition-purge")
+            self._task = restarting("repartition purge", self._run)
 
     async def stop(self) -> None:
         if self._task is not None:

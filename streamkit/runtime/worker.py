@@ -16,7 +16,7 @@ from mode import Service
 from ..errors import ConfigurationError, StoreWriteFailed, WorkerStopped
 from ..transport.auth_errors import refusal_in
 from ..transport import TP, Consumer, Producer, create_driver
-from . import gc_tuning
+from . import gc_tuning, loops
 from ..transport.base import is_retriable
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
@@ -176,8 +176,9 @@ class Runtime(PartitionOwnership, Service):
         self.purge = RepartitionPurge(self.driver, self.consumer, purged_topics(self.app.topics.values()),
                                       lambda: self.assigned, self.conf.repartition_purge_interval)
         self.purge.start()
-        self._loop_task = asyncio.create_task(self._consume_loop(), name="streamkit-consume")
-        self._commit_task = asyncio.create_task(self._commit_loop(), name="streamkit-commit")
+        # neither may die silently, nor start over (loops.py): an exception escaping one halts the worker
+        self._loop_task = loops.halting("consume", self._consume_loop, self.fail)
+        self._commit_task = loops.halting("commit", self._commit_loop, self.fail)
         log.info("worker for %r started on %s (%s driver)", self.app.id, self.conf.bootstrap_servers, self.driver.name)
 
     async def _choose_group_protocol(self, topology: Topology) -> ProtocolChoice:

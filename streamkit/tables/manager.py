@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import StoreWriteFailed
 from ..runtime.dead_letters import dead_letter_headers
+from ..runtime.loops import halting
 from ..transport.base import TP, Message, Producer, delivery_position, retry_while_unreachable
 from .marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers, mark_offsets, mark_value
 from .recovery import RecoveryProgress, Tailer, replay
@@ -164,7 +165,8 @@ class TableManager:
             self._recovering.cancel()
             await asyncio.gather(self._recovering, return_exceptions=True)
         if to_recover:
-            self._recovering = asyncio.create_task(self._recover(generation, to_recover, paused))
+            self._recovering = halting("table recovery", lambda: self._recover(generation, to_recover, paused),
+                                       self.runtime.fail)
         else:
             await self._serve_standby()
         return paused

@@ -35,12 +35,18 @@ async def read_forever(consumer: Consumer, handle: Callable[[TP, Any], Any], *, 
                     await result
 
 
-class Reader:
-    """A started consumer plus the task reading it; ``stop`` ends both."""
+Supervise = Callable[[str, Callable[[], Awaitable[Any]]], "asyncio.Task[Any]"]
 
-    def __init__(self, consumer: Consumer, handle: Callable[[TP, list[Message]], None], *, name: str) -> None:
+
+class Reader:
+    """A started consumer plus the task reading it; ``stop`` ends both. ``supervise`` starts the
+    task (the runtime's ``loops.restarting``, a layer above): an error of ``handle`` restarts the
+    read with a log line, never leaves a dead reader behind."""
+
+    def __init__(self, consumer: Consumer, handle: Callable[[TP, list[Message]], None], *, name: str,
+                 supervise: Supervise) -> None:
         self.consumer = consumer
-        self._task = asyncio.create_task(read_forever(consumer, handle, name=name), name=f"streamkit-{name}")
+        self._task = supervise(name, lambda: read_forever(consumer, handle, name=name))
 
     async def stop(self) -> None:
         self._task.cancel()

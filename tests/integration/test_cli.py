@@ -37,6 +37,17 @@ def test_unreachable_broker_is_one_clear_line_and_nonzero_exit():
         assert "Traceback" not in result.stderr
 
 
+def test_a_badly_typed_setting_refuses_the_worker_at_start_in_one_line():
+    """``commit_interval="soon"`` read from a config file once started a worker that never committed."""
+    for env in ({"CONFIGURED_COMMIT_INTERVAL": "soon"}, {"STREAMKIT_COMMIT_INTERVAL": "soon"}):
+        result = cli("worker", "-A", "tests.apps.configured:app", env={"STREAMKIT_BROKER": "127.0.0.1:1", **env})
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "commit_interval='soon': expected a number of seconds" in lines[0].lower(), lines
+    result = cli("worker", "-A", "tests.apps.configured:app", "--web-port", "66x")
+    assert result.returncode == 2 and "'66x' is not a valid integer" in result.stderr, result.stderr
+
+
 def test_topics_create_list_describe_send_and_agents(broker_address, unique):
     name = f"cli-{unique}"
     for driver in ("aiokafka", "confluent"):
