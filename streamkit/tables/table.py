@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..codecs import codec_for
-from ..errors import ConfigurationError, StreamkitError
+from ..errors import ConfigurationError, NoRetry, StreamkitError
 from ..runtime.progress import processing
 from ..transport.partitioner import hash_partition
 from .stores import MemoryStore, Store
@@ -38,8 +38,9 @@ class PartitionNotLocal(StreamkitError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class WrongPartition(StreamkitError):
-    """An agent wrote a key that belongs to another partition than the record it processes."""
+class WrongPartition(StreamkitError, NoRetry):
+    """An agent wrote a key that belongs to another partition than the record it processes
+    (every attempt would: not retried)."""
 
 
 class TablePartition:
