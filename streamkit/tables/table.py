@@ -312,7 +312,8 @@ class Table:
             if self.default is None:
                 raise KeyError(key)
             value = self.default()
-            self[key] = value  # as Faust does: ``table[k].add(x)`` on a new key is kept
+            if _processing() is not None:  # in an agent's record: ``table[k].add(x)`` on a new key is kept;
+                self[key] = value  # elsewhere (a web view, a timer) a read stores nothing, as Faust's
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:
