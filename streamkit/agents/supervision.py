@@ -6,8 +6,9 @@ redelivered, up to ``retries`` times for the record that failed last (a record t
 succeeds, or another record failing, starts a fresh count; nothing accumulates per record); then
 the held records go to ``give_up`` (the error policy) and are acknowledged, so one poison record
 can neither kill the worker nor stall its partition. An error no retry can fix (``NoRetry``,
-streamkit's own such errors, or a type named in ``no_retry``) goes to ``give_up`` at once. What differs between the two runners is
-passed in: what a body that returns, or fails holding nothing, means.
+streamkit's own such errors, or a type named in ``no_retry``) goes to ``give_up`` at once. What
+differs between the two runners is passed in: what a body that returns, or fails holding nothing,
+means.
 """
 from __future__ import annotations
 
