@@ -2,7 +2,8 @@
 
 A failing agent is restarted; the record it failed on is retried ``agent_retries`` times and
 then handed to the error policy (dead-letter topic by default), so one poison record can
-neither kill the worker nor stall its partition.
+neither kill the worker nor stall its partition. An error no retry can fix (streamkit's
+``NoRetry`` ones, ``agent_no_retry``, ``no_retry=``) is handed over at once.
 """
 from __future__ import annotations
 
