@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Callable, Iterable
 from .agents.agent import Agent
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
-from .errors import ConfigurationError, refuse_faust_options
+from .errors import ConfigurationError, exception_types, refuse_faust_options
 from .faust_settings import apply_faust_app_settings
 from .settings import Settings
 from .sensors import Monitor, SensorDelegate
@@ -166,13 +166,15 @@ class App:
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
               sink: Iterable[Any] | None = None, key_type: Any = None, value_type: Any = None,
               isolated_partitions: bool = False, supervisor_strategy: Any = None, use_reply_headers: bool = True,
-              _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
+              no_retry: Any = (), _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
         plain ``def fn(value)`` whose result (unless None) goes to the sinks.
 
         Without a channel the agent gets its own topic ``<app-id>-<name>``, typed by ``key_type``
-        and ``value_type`` as in Faust (``@app.agent(value_type=str)``).
+        and ``value_type`` as in Faust (``@app.agent(value_type=str)``). ``no_retry``: exception
+        types whose records go to the error policy at once (with the ``agent_no_retry`` setting's).
         """
+        no_retry = exception_types("@app.agent(no_retry=...)", no_retry)  # refused before the function is given
         if isolated_partitions:
             raise ConfigurationError("@app.agent(isolated_partitions=True) is not supported: one stream per agent "
                                      "instance reads its partitions, each in order; keep per-partition state in a "
@@ -198,7 +200,8 @@ class App:
                 topic = self.topic(channel)
             else:
                 topic = channel
-            agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink, fold=fold)
+            agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink, fold=fold,
+                          no_retry=no_retry)
             self.agents[agent_name] = agent
             return agent
 

@@ -8,7 +8,13 @@ class StreamkitError(Exception):
     """Base class of every streamkit error."""
 
 
-class ConfigurationError(StreamkitError):
+class NoRetry(Exception):
+    """Marks an error the same record raises again on every attempt (a key of another partition,
+    a value that does not decode or validate, a setting that cannot work): an agent's supervisor
+    hands the record to the error policy at once, with one log line and no traceback."""
+
+
+class ConfigurationError(StreamkitError, NoRetry):
     """A setting, topic or agent definition that cannot work."""
 
 
@@ -16,7 +22,7 @@ class BrokerUnavailable(StreamkitError):
     """The Kafka broker could not be reached within the bounded startup retry."""
 
 
-class DecodeError(StreamkitError):
+class DecodeError(StreamkitError, NoRetry):
     """A record's key or value does not decode or validate against its declared type."""
 
 
@@ -53,6 +59,34 @@ class WorkerStopped(StreamkitError):
 
 class SparkUnsupported(ConfigurationError):
     """An agent does something a Spark job cannot run exactly as the worker would (the message says what)."""
+
+
+def exception_types(name: str, value: Any) -> tuple[type[BaseException], ...]:
+    """``value`` (an exception type, or several; a name such as ``KeyError`` or
+    ``module:Name`` for each) as a tuple of exception types; anything else is refused naming
+    ``name``, the setting or option it was given to."""
+    import builtins
+    import importlib
+
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, type) or not hasattr(value, "__iter__"):
+        value = [value]
+    types: list[type[BaseException]] = []
+    for item in value:
+        found = item
+        if isinstance(item, str):
+            module, _, attribute = item.rpartition(":")
+            try:
+                found = getattr(importlib.import_module(module) if module else builtins, attribute)
+            except (ImportError, AttributeError, ValueError):
+                found = None
+        if not (isinstance(found, type) and issubclass(found, BaseException)):
+            raise ConfigurationError(f"{name}: {item!r} is not an exception type; give the types (or names such "
+                                     "as 'KeyError' or 'module:Name') whose records go to the error policy "
+                                     "without retries")
+        types.append(found)
+    return tuple(types)
 
 
 def refuse_faust_options(call: str, given: Mapping[str, Any], ways: Mapping[str, str],

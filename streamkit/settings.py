@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, get_type_hints
 
-from .errors import ConfigurationError
 from .env_names import warn_unknown
+from .errors import ConfigurationError, exception_types
 from .faust_settings import from_faust_environment, is_faust_name, translate
 from .setting_types import convert
 
@@ -149,6 +149,10 @@ class Settings:
     ``stop`` halts the worker with a clear message."""
     agent_retries: int = 2
     """How many times a record is retried after an agent exception before the policy applies."""
+    agent_no_retry: tuple[type[BaseException], ...] = ()
+    """Exception types (or names: ``KeyError``, ``module:Name``) whose records go to the error
+    policy at once, without retries; streamkit's own such errors (a key of another partition, a
+    value that does not decode) never are retried."""
     dlq_topic: str = ""
     """Dead-letter topic; empty means ``<app-id>-dlq``."""
     auto_offset_reset: str = "earliest"
@@ -362,6 +366,7 @@ class Settings:
             if any(isinstance(v, str) and is_secret_key(k) for k, v in native.items()):
                 object.__setattr__(self, name, {k: Secret(v) if isinstance(v, str) and is_secret_key(k) else v
                                                 for k, v in native.items()})
+        object.__setattr__(self, "agent_no_retry", exception_types("agent_no_retry", self.agent_no_retry))
         protocol = self.security_protocol
         if protocol and protocol.upper() != protocol:
             object.__setattr__(self, "security_protocol", protocol.upper())

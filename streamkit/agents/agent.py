@@ -2,7 +2,8 @@
 
 A failing agent is restarted; the record it failed on is retried ``agent_retries`` times and
 then handed to the error policy (dead-letter topic by default), so one poison record can
-neither kill the worker nor stall its partition.
+neither kill the worker nor stall its partition. An error no retry can fix (streamkit's
+``NoRetry`` ones, ``agent_no_retry``, ``no_retry=``) is handed over at once.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
-from ..errors import ConfigurationError, refuse_faust_options
+from ..errors import ConfigurationError, exception_types, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Stream
@@ -36,7 +37,7 @@ class Agent:
     """An ``@app.agent`` function bound to its input topic."""
 
     def __init__(self, app: "App", fun: AgentFun, topic: "Topic", *, name: str, concurrency: int = 1,
-                 sink: Iterable[Any] | None = None, fold: "Fold | None" = None) -> None:
+                 sink: Iterable[Any] | None = None, fold: "Fold | None" = None, no_retry: Any = ()) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         one_reader = getattr(topic, "one_reader", None)  # why this input is read by one stream only
@@ -49,6 +50,7 @@ class Agent:
         self.concurrency = concurrency
         self.sinks = list(sink or [])
         self.fold = fold
+        self.no_retry = exception_types(f"agent {name!r}: no_retry", no_retry)  # with agent_no_retry: no_retry_types
         self.per_record = not (inspect.iscoroutinefunction(fun) or inspect.isasyncgenfunction(fun))
         if fold is not None:
             fun = fold.body()
@@ -108,6 +110,11 @@ class Agent:
 
     # -- supervision ----------------------------------------------------------------------------
 
+    def no_retry_types(self) -> tuple[type[BaseException], ...]:
+        """The exception types whose records go to the error policy without retries (besides
+        streamkit's own ``NoRetry`` errors): the app's ``agent_no_retry`` and this agent's ``no_retry``."""
+        return (*self.app.conf.agent_no_retry, *self.no_retry)
+
     async def _supervise(self, stream: Stream, body: Callable[[Stream], Any] | None = None) -> None:
         """Run the agent forever under the shared supervision rules (agents/supervision.py)."""
 
@@ -136,10 +143,18 @@ class Agent:
             log.exception("agent %s crashed outside a record; restarting", self.name, exc_info=exc)
             await asyncio.sleep(0.1)
 
+        retries = self.app.conf.agent_retries
+
         def failed(first: Event, attempt: int, exc: BaseException) -> None:
             self.restarts += 1
-            log.error("agent %s failed on %s[%d]@%d (attempt %d)", self.name, first.topic, first.partition,
-                      first.offset, attempt, exc_info=exc)
+            if attempt == 0:  # not retried: the error policy's line says what and where, once
+                return
+            if attempt == 1:  # the traceback once per record; a retry fails the same way, mostly
+                log.error("agent %s failed on %s[%d]@%d (attempt 1 of %d)", self.name, first.topic,
+                          first.partition, first.offset, retries + 1, exc_info=exc)
+            else:
+                log.error("agent %s failed on %s[%d]@%d (attempt %d of %d): %s: %s", self.name, first.topic,
+                          first.partition, first.offset, attempt, retries + 1, type(exc).__name__, exc)
 
         async def give_up(held: Any, exc: BaseException) -> None:
             assert self._runtime is not None
@@ -150,8 +165,8 @@ class Agent:
                 _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
                 await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
 
-        await supervise(stream, run_once, retries=self.app.conf.agent_retries, give_up=give_up,
-                        returned=returned, crashed=crashed, failed=failed)
+        await supervise(stream, run_once, retries=retries, give_up=give_up, returned=returned, crashed=crashed,
+                        failed=failed, no_retry=self.no_retry_types())
 
     def _emit_now(self, value: Any, event: Event | None) -> int:
         """The synchronous part of ``_emit``: each sink topic whose producer has room, in order.

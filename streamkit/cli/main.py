@@ -53,8 +53,27 @@ def run(coro: Any) -> Any:
 app_option = click.option("-A", "--app", "app_spec", required=True, help="The app, as module:attribute.")
 
 
+# ``-l``: Faust's level names (crit, error, warn, info, debug) and Python's, in any case.
+LOG_LEVELS = {"crit": logging.CRITICAL, "critical": logging.CRITICAL, "fatal": logging.CRITICAL,
+              "error": logging.ERROR, "warn": logging.WARNING, "warning": logging.WARNING,
+              "info": logging.INFO, "debug": logging.DEBUG}
+
+
+class LogLevel(click.Choice):
+    """A level of ``LOG_LEVELS``, any case; another is one line and exit 2 (``Misuse``)."""
+
+    def __init__(self) -> None:
+        super().__init__(list(LOG_LEVELS), case_sensitive=False)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            raise Misuse(f"-l/--loglevel {value!r}: not a log level; use one of {', '.join(LOG_LEVELS)}") from None
+
+
 def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    logging.basicConfig(level=LOG_LEVELS[level.lower()], format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
     logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
 
@@ -94,7 +113,7 @@ def run_app_main(app: Any, argv: list[str] | None = None) -> None:
 
 @cli.command()
 @app_option
-@click.option("-l", "--loglevel", default="info", show_default=True)
+@click.option("-l", "--loglevel", type=LogLevel(), default="info", show_default=True)
 @click.option("--web-port", type=int, default=None, help="Port of the worker's web server (default 6066).")
 @click.option("--web-host", default=None, help="Address the web server binds to (default 127.0.0.1).")
 @click.option("--without-web", is_flag=True, help="Do not serve web views.")

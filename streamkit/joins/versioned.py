@@ -119,7 +119,8 @@ class VersionedTable(Table):
         if self.default is None:
             raise KeyError(key)
         value = self.default()
-        self[key] = value
+        if current_event() is not None:  # as Table's: a read outside an agent's record stores nothing
+            self[key] = value
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:

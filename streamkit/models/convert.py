@@ -14,11 +14,13 @@ import uuid
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Optional
 
+from ..errors import NoRetry
+
 Converter = Optional[Callable[[Any], Any]]
 
 
-class ValidationError(ValueError):
-    """A field's JSON value does not fit its declared type."""
+class ValidationError(ValueError, NoRetry):
+    """A field's JSON value does not fit its declared type (every attempt would fail: not retried)."""
 
 
 def _fail(expected: str, value: Any) -> typing.NoReturn:

@@ -65,8 +65,8 @@ class ErrorPolicy:
             return
         more = f" (+{self._suppressed} more since the last report)" if self._suppressed else ""
         self._last_log, self._suppressed = now, 0
-        log.error("%s failed for %s[%d]@%d, policy=%s: %s%s", stage, message.topic, message.partition,
-                  message.offset, self.policy, error, more)
+        log.error("%s failed for %s[%d]@%d, policy=%s: %s: %s%s", stage, message.topic, message.partition,
+                  message.offset, self.policy, type(error).__name__, error, more)
 
     def judge(self, stage: str, message: Message, error: BaseException) -> DeadLetter | None:
         """Log (rate-limited) and count one failed record; return its dead letter under ``dlq``,

@@ -224,7 +224,7 @@ async def drive(run: AgentRun, events: list[Event]) -> None:
 
     try:
         await supervise(stream, run_once, retries=run.app.conf.agent_retries, give_up=give_up,
-                        returned=nothing, crashed=crashed)
+                        returned=nothing, crashed=crashed, no_retry=agent.no_retry_types())
     except EndOfInput:
         return
 

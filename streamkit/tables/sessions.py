@@ -127,7 +127,7 @@ class SessionTable(WindowedTable):
         start = min([ts, *(s for s, _ in touching)])
         end = max([ts, *(e for _, e in touching)])
         if end + window.gap + window.grace < now:
-            self._late(state, ts, now, [(start, end)])
+            self._late(state, key, ts, now, [(start, end)])
             self._close_due(state, now)
             return
         part = state.part

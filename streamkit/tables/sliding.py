@@ -150,7 +150,7 @@ class SlidingTable(WindowedTable):
         assert isinstance(state, _PartitionSliding)
         size = self.window.size
         if ts + self.window.grace < now:  # its own window [ts - size, ts] closed
-            self._late(state, ts, now, [(ts - size, ts)])
+            self._late(state, key, ts, now, [(ts - size, ts)])
             self._close_due(state, now)
             return
         windows = state.keys.get(user)

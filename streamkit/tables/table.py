@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..codecs import codec_for
-from ..errors import ConfigurationError, StreamkitError
+from ..errors import ConfigurationError, NoRetry, StreamkitError
 from ..runtime.progress import processing
 from ..transport.partitioner import hash_partition
 from .stores import MemoryStore, Store
@@ -38,8 +38,9 @@ class PartitionNotLocal(StreamkitError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class WrongPartition(StreamkitError):
-    """An agent wrote a key that belongs to another partition than the record it processes."""
+class WrongPartition(StreamkitError, NoRetry):
+    """An agent wrote a key that belongs to another partition than the record it processes
+    (every attempt would: not retried)."""
 
 
 class TablePartition:
@@ -311,7 +312,8 @@ class Table:
             if self.default is None:
                 raise KeyError(key)
             value = self.default()
-            self[key] = value  # as Faust does: ``table[k].add(x)`` on a new key is kept
+            if _processing() is not None:  # in an agent's record: ``table[k].add(x)`` on a new key is kept;
+                self[key] = value  # elsewhere (a web view, a timer) a read stores nothing, as Faust's
         return value
 
     def __setitem__(self, key: Any, value: Any) -> None:

@@ -32,6 +32,7 @@ import orjson
 from ..errors import ConfigurationError, StreamkitError
 from ..streams.stream import current_event
 from ..transport.partitioner import partition_for_key
+from .late import describe_late
 from .table import _MISSING, DELETED, Table, TablePartition
 from .values import TableEntries
 
@@ -296,7 +297,7 @@ class WindowedTable(Table):
                 self._track(state, key_bytes, start)
             self._write(part, key_bytes, (key, start), change(value))
         if late:
-            self._late(state, ts, now, late)
+            self._late(state, key, ts, now, late)
         if state.close_times and state.close_times[0] <= now:
             self._close_due(state, now)
 
@@ -312,7 +313,7 @@ class WindowedTable(Table):
                 state.stream_time = ts  # into the table at the checkpoint (take_changes)
         return state, state.stream_time if state.stream_time is not None else ts, user
 
-    def _late(self, state: _PartitionWindows, ts: int, now: int, closed: list[tuple[int, int]]) -> None:
+    def _late(self, state: _PartitionWindows, key: Any, ts: int, now: int, closed: list[tuple[int, int]]) -> None:
         """A record for closed windows: counted, dropped, dead-lettered with ``late='dead-letter'``."""
         window = self.window
         self.late_records += 1
@@ -323,12 +324,11 @@ class WindowedTable(Table):
                                                f"window(s) {spans} (stream time {now / 1000:g}s, "
                                                f"grace {window.grace / 1000:g}s)")))
         if self.late_records == 1:
-            log.warning("table %r: a late record (event time %gs, stream time %gs of partition %d): a window closes "
-                        "once the stream time passes its end + grace (%gs), and updates to a closed window are "
-                        "dropped and counted (streamkit_window_late_records_total). Faust never drops them; to "
-                        "accept records this far out of order (a group_by interleaves its sources), declare "
-                        "grace= on the window", self.name, ts / 1000, now / 1000, state.part.number,
-                        window.grace / 1000)
+            log.warning("table %r: a late record (partition %d, %s): a window closes once the stream time passes "
+                        "its end + grace, and updates to a closed window are dropped and counted "
+                        "(streamkit_window_late_records_total). Faust never drops them; to accept records this far "
+                        "out of order (a group_by interleaves its sources), declare grace= on the window",
+                        self.name, state.part.number, describe_late(key, ts, now, window.grace))
         elif self.late_records % 1000 == 0:
             log.warning("table %r: %d late record(s) so far (event time behind a closed window's end + grace); "
                         "their updates to closed windows are dropped", self.name, self.late_records)

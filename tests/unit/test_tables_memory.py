@@ -59,8 +59,7 @@ async def test_dict_semantics_inside_and_outside_agents(tmp_path):
         assert counts["w3"] == 5 and counts.get("nope") is None and "nope" not in counts
         assert dict(counts.items()) == {f"w{i}": 5 for i in range(20)}
         assert len(counts) == 20
-        assert counts["nope"] == 0 and "nope" in counts  # a default is stored, as Faust and defaultdict do
-        del counts["nope"]
+        assert counts["nope"] == 0 and "nope" not in counts  # outside an agent's record a read stores nothing
         counts["w3"] = 42  # outside an agent: goes to the key's (local) partition
         assert counts["w3"] == 42
         del counts["w3"]

@@ -9,7 +9,9 @@ from prometheus_client.parser import text_string_to_metric_families
 import streamkit as sk
 import streamkit.tables.manager as manager_module
 from streamkit.devbroker import free_port
+from streamkit.tables.marks import MARK_KEY
 from streamkit.testing import wait_for
+from streamkit.transport.memory import MemoryBroker
 
 
 def build(tmp_path, name=None, **settings):
@@ -235,3 +237,40 @@ async def test_topic_route_answers_on_the_worker_assigned_the_keys_partition(tmp
         assert (status, body) == (200, {"port": port_b})
         status, body = await get(session, f"http://127.0.0.1:{port_a}/whoami")
         assert status == 400 and "'user'" in body["error"]
+
+
+async def test_a_view_reading_a_missing_key_stores_nothing(tmp_path):
+    """The guide's view (``counts[word]``, a table with default=int) answers the default for a
+    word never counted, and stores nothing: the built-in endpoint still answers 404 for it, and
+    no changelog record is made of it."""
+    name = f"web-{uuid.uuid4().hex[:6]}"
+    port = free_port()
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", store="memory://", data_dir=str(tmp_path),
+                 commit_interval=0.05, web_port=port)
+    words = app.topic("words", key_type=str, value_type=str, partitions=2)
+    counts = app.Table("counts", default=int)
+
+    @app.agent(words)
+    async def count(stream):
+        async for word in stream:
+            counts[word] += 1
+
+    @app.page("/count/{word}/")
+    @app.table_route(table=counts, match_info="word")
+    async def word_count(web, request, word):
+        return web.json({"word": word, "count": counts[word]})
+
+    base = f"http://127.0.0.1:{port}"
+    async with app.running(), aiohttp.ClientSession() as session:
+        await wait_for(lambda: app.runtime.tables.ready and app.runtime.rebalances, 10)
+        await words.send(key="seen", value="seen")
+        await wait_for(lambda: counts.get("seen") == 1, 10)
+        assert await get(session, f"{base}/count/seen/") == (200, {"word": "seen", "count": 1})
+        assert await get(session, f"{base}/count/never/") == (200, {"word": "never", "count": 0})
+        status, body = await get(session, f"{base}/tables/counts/never")
+        assert status == 404 and "not in table" in body["error"], body
+        assert "never" not in counts
+        await app.runtime.checkpoint.commit()
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    changelog = [m.key for part in broker.logs.get(counts.changelog.name, []) for m in part if m.key != MARK_KEY]
+    assert changelog == [b"seen"]
