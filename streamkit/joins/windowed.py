@@ -38,6 +38,7 @@ from ..codecs import RawCodec
 from ..errors import ConfigurationError
 from ..runtime.progress import Batch, Event, processing
 from ..streams.stream import Stream, _get_within
+from ..tables.late import describe_late
 from ..tables.table import DELETED, Table, TablePartition
 from ..tables.values import TableEntries
 from ..topics import Topic, TopicGroup
@@ -363,10 +364,10 @@ class WindowJoin(TopicGroup):
     def _late(self, event: Any, ts: int, now: int) -> None:
         self.late_records += 1
         if self.late_records == 1:
-            log.warning("join %s: a late record (%s[%d]@%d, time %gs, stream time %gs): records more than grace "
-                        "(%gs) behind the stream time are dropped and counted; declare a larger grace= to join "
-                        "records this far out of order", self.buffer.name, event.topic, event.partition,
-                        event.offset, ts / 1000, now / 1000, self.window.grace / 1000)
+            log.warning("join %s: a late record (%s[%d]@%d, %s): records more than grace behind the stream "
+                        "time are dropped and counted; declare a larger grace= to join records this far out of "
+                        "order", self.buffer.name, event.topic, event.partition, event.offset,
+                        describe_late(event.key, ts, now, self.window.grace))
         elif self.late_records % 1000 == 0:
             log.warning("join %s: %d late record(s) dropped so far", self.buffer.name, self.late_records)
 

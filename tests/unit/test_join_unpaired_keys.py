@@ -4,6 +4,8 @@ closed their window: from ``.items()``, from ``yield`` to the agent's sinks, and
 keys share a stream time, as any busy partition does."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import streamkit as sk
@@ -68,7 +70,7 @@ async def test_an_outer_joins_unpaired_records_of_both_sides_keep_their_own_keys
 
 
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
-async def test_close_idle_after_lets_an_idle_partitions_unpaired_records_go_under_their_own_keys(guarantee):
+async def test_close_idle_after_lets_an_idle_partitions_unpaired_records_go_under_their_own_keys(guarantee, caplog):
     app = sk.App(f"join-idle-{guarantee}", topic_partitions=1, processing_guarantee=guarantee)
     orders, payments = app.topic("orders", key_type=str), app.topic("payments", key_type=str)
     out = app.topic("settled", key_type=str)
@@ -92,9 +94,13 @@ async def test_close_idle_after_lets_an_idle_partitions_unpaired_records_go_unde
         assert _by_key(driver, out) == [("o1", ("order-1", None)), ("o2", ("order-2", "pay-2")),
                                         ("p1", (None, "pay-1"))]
         assert "closed after 5s idle" in app.runtime.topology.describe()
-        await driver.send(orders, key="o3", value="order-3", timestamp=1005)  # behind the moved stream time
-        await driver.settle()
+        with caplog.at_level(logging.WARNING, logger="streamkit.joins"):
+            await driver.send(orders, key="o3", value="order-3", timestamp=1005)  # behind the moved stream time
+            await driver.settle()
         assert join.late_records == 1 and len(driver.records(out)) == 3
+        late = [r.getMessage() for r in caplog.records if "late record" in r.getMessage()]
+        assert len(late) == 1 and "key 'o3': event time 1970-01-01T00:16:45.000Z" in late[0], late
+        assert "stream time 1970-01-01T00:16:56.000Z (grace 0 s): 11 s late" in late[0], late
 
 
 async def test_without_close_idle_after_an_idle_partitions_unpaired_records_wait_for_its_next_record():
