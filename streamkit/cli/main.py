@@ -159,7 +159,8 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
             await app.stop()
 
     part, offset = run(go())
-    click.echo(f"sent to {target} partition {part} offset {offset}")
+    agent = f" (agent {target})" if topic.name != target else ""  # the topic it went to, not the agent's name
+    click.echo(f"sent to {topic.name}{agent} partition {part} offset {offset}")
 
 
 def _typed_value(topic: Any, decoded: Any) -> Any:
