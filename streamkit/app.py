@@ -618,6 +618,8 @@ def import_app(spec: str) -> App:
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise ConfigurationError(f"an app is named as module:attribute, not {spec!r}")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        raise ConfigurationError(_module_form(module_name, attr))
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -628,6 +630,17 @@ def import_app(spec: str) -> App:
     if not isinstance(app, App):
         raise ConfigurationError(f"{spec!r} is not a streamkit App")
     return app
+
+
+def _module_form(path: str, attr: str) -> str:
+    """-A names a module, as Faust's does (a file path is not imported): the form to use instead."""
+    import os
+
+    folder, file = os.path.split(path)
+    module = file[:-3] if file.endswith(".py") else file
+    where = f", run from {folder}" if folder not in ("", ".") else ""
+    return (f"-A takes a module, not a file: for {path + (':' + attr if attr else '')!r} use "
+            f"-A {module}:{attr or 'app'}{where}")
 
 
 _FAUST_TABLE_OPTIONS = {

@@ -36,3 +36,17 @@ def test_send_to_an_agent_prints_the_topic_it_went_to(app_module):
     result = CliRunner().invoke(cli, ["send", "-A", f"{app_module}:app", "handle", "--value", "7", "--partition", "2"])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == f"sent to {app_module}-orders (agent handle) partition 2 offset 0", result.output
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("{name}.py:app", "-A {name}:app"),
+    ("{name}.py", "-A {name}:app"),
+    ("./{name}.py:app", "-A {name}:app"),
+    ("sub/{name}.py:app", "-A {name}:app, run from sub"),
+])
+def test_a_file_path_for_dash_a_suggests_the_module_form(app_module, tmp_path, monkeypatch, spec, expected):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["agents", "-A", spec.format(name=app_module)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert expected.format(name=app_module) in line and "\n" not in line, line
