@@ -468,6 +468,9 @@ class App:
                 self._producer_lock = asyncio.Lock()
             async with self._producer_lock:
                 if self._client_producer is None:
+                    from .runtime.host_names import check_host_names
+
+                    await check_host_names(self.driver.name, self.conf.bootstrap_servers)  # a typo: one line now
                     producer = self.driver.producer()
                     await producer.start()
                     self._client_producer = producer

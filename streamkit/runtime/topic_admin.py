@@ -8,6 +8,7 @@ from typing import Sequence
 
 from ..errors import BrokerUnavailable, ConfigurationError, TopicMismatch
 from ..transport.base import Admin, Driver, TopicInfo, TopicSpec
+from .host_names import check_host_names
 
 log = logging.getLogger("streamkit.topics")
 
@@ -33,7 +34,9 @@ def _reason(driver: Driver, error: BaseException | None) -> str:
 
 
 async def connect_admin(driver: Driver, address: str, timeout: float):
-    """An started admin client whose first metadata call succeeded, or BrokerUnavailable."""
+    """An started admin client whose first metadata call succeeded, or BrokerUnavailable (or a
+    ConfigurationError at once when no retry can heal it: a host name that does not exist)."""
+    await check_host_names(getattr(driver, "name", ""), address)
     deadline = time.monotonic() + timeout
     attempt, last_error = 0, None
     while True:
