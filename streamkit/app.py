@@ -410,8 +410,17 @@ class App:
         specs = [t.spec(self.conf.topic_partitions, self.conf.topic_replicas) for t in topics]
         declared = {t.name: t.partitions for t in topics}
         described = await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared,
-                                        self.conf.broker_connect_timeout)
+                                        self.conf.broker_connect_timeout, self.derived_topics(declared))
         return {name: info.partitions for name, info in described.items()}
+
+    def derived_topics(self, names: Iterable[str]) -> list[str]:
+        """The topics whose content the app derived from its input, which ``streamkit reset``
+        deletes: its tables' changelogs, its leader, reply and cluster topics, and the group_by
+        repartition topics among ``names``."""
+        own = {self.leader_topic.name, self.reply_topic.name, self.cluster_topic.name}
+        own.update(table.changelog.name for table in self.tables.values())
+        own.update(n for n in names if n.startswith(f"{self.id}-") and n.endswith("-repartition"))
+        return sorted(own)
 
     def copartition_group(self, subscribed: Iterable[str]) -> list[str]:
         """The source topics among ``subscribed`` (what agents read, group_by and through
