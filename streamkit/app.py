@@ -413,8 +413,17 @@ class App:
         specs = [t.spec(self.conf.topic_partitions, self.conf.topic_replicas) for t in topics]
         declared = {t.name: t.partitions for t in topics}
         described = await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared,
-                                        self.conf.broker_connect_timeout)
+                                        self.conf.broker_connect_timeout, self.derived_topics(declared))
         return {name: info.partitions for name, info in described.items()}
+
+    def derived_topics(self, names: Iterable[str]) -> list[str]:
+        """The topics whose content the app derived from its input, which ``streamkit reset``
+        deletes: its tables' changelogs, its leader, reply and cluster topics, and the group_by
+        repartition topics among ``names``."""
+        own = {self.leader_topic.name, self.reply_topic.name, self.cluster_topic.name}
+        own.update(table.changelog.name for table in self.tables.values())
+        own.update(n for n in names if n.startswith(f"{self.id}-") and n.endswith("-repartition"))
+        return sorted(own)
 
     def copartition_group(self, subscribed: Iterable[str]) -> list[str]:
         """The source topics among ``subscribed`` (what agents read, group_by and through
@@ -471,6 +480,9 @@ class App:
                 self._producer_lock = asyncio.Lock()
             async with self._producer_lock:
                 if self._client_producer is None:
+                    from .runtime.host_names import check_host_names
+
+                    await check_host_names(self.driver.name, self.conf.bootstrap_servers)  # a typo: one line now
                     producer = self.driver.producer()
                     await producer.start()
                     self._client_producer = producer
@@ -621,6 +633,8 @@ def import_app(spec: str) -> App:
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise ConfigurationError(f"an app is named as module:attribute, not {spec!r}")
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        raise ConfigurationError(_module_form(module_name, attr))
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -631,6 +645,17 @@ def import_app(spec: str) -> App:
     if not isinstance(app, App):
         raise ConfigurationError(f"{spec!r} is not a streamkit App")
     return app
+
+
+def _module_form(path: str, attr: str) -> str:
+    """-A names a module, as Faust's does (a file path is not imported): the form to use instead."""
+    import os
+
+    folder, file = os.path.split(path)
+    module = file[:-3] if file.endswith(".py") else file
+    where = f", run from {folder}" if folder not in ("", ".") else ""
+    return (f"-A takes a module, not a file: for {path + (':' + attr if attr else '')!r} use "
+            f"-A {module}:{attr or 'app'}{where}")
 
 
 _FAUST_TABLE_OPTIONS = {

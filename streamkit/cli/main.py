@@ -142,10 +142,15 @@ def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | N
 @app_option
 def tables(app_spec: str) -> None:
     """List the app's tables with partitions, store and changelog topic."""
+    from ..runtime.planning import partitions_text, table_partitions
+    from ..tables.manager import TableManager
+
     app = load_app(app_spec)
+    counts = run(table_partitions(app, TableManager))  # as the worker settles them
     for table in app.tables.values():
         kind = "global" if table.is_global else "table"
-        click.echo(f"{table.name}\t{kind}\tpartitions={table.partitions}\tstore={table.store_url}\t"
+        count = partitions_text(counts[table.name], app.conf.topic_partitions)
+        click.echo(f"{table.name}\t{kind}\tpartitions={count}\tstore={table.store_url}\t"
                    f"changelog={table.changelog.name}\t{table.help}")
 
 
@@ -178,7 +183,8 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
             await app.stop()
 
     part, offset = run(go())
-    click.echo(f"sent to {target} partition {part} offset {offset}")
+    agent = f" (agent {target})" if topic.name != target else ""  # the topic it went to, not the agent's name
+    click.echo(f"sent to {topic.name}{agent} partition {part} offset {offset}")
 
 
 def _typed_value(topic: Any, decoded: Any) -> Any:

@@ -49,12 +49,7 @@ async def internal_topics(app: Any) -> list[str]:
     """The topics whose content the app derived from its input: changelogs, repartition topics
     and its own coordination topics."""
     topology = await app.plan_topology()
-    names = {table.changelog for table in topology.tables}
-    for agent in topology.agents:
-        names.update(t for t in (*agent.reads, *agent.writes)
-                     if t.startswith(f"{app.id}-") and t.endswith("-repartition"))
-    names.update((app.leader_topic.name, app.reply_topic.name, app.cluster_topic.name))
-    return sorted(names)
+    return app.derived_topics(t for agent in topology.agents for t in (*agent.reads, *agent.writes))
 
 
 @cli.command()

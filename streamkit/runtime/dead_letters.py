@@ -2,16 +2,17 @@
 
 ``dlq`` sends the original bytes to the dead-letter topic with the error and the source
 coordinates in headers; ``skip`` logs and moves on; ``stop`` halts the worker. Nothing is
-dropped without a log line; logs are rate-limited so a flood of bad records cannot stall a worker.
+dropped without a log line; logs are rate-limited so a flood of bad records cannot stall a worker
+(runtime/burst_log.py: what a burst held back is reported when its window ends).
 """
 from __future__ import annotations
 
 import logging
-import time
 from typing import Awaitable, Callable, Iterable
 
 from ..errors import WorkerStopped
 from ..transport.base import TP, Message, Producer
+from .burst_log import BurstLog
 
 log = logging.getLogger("streamkit.errors")
 
@@ -55,18 +56,11 @@ class ErrorPolicy:
         self._producer = producer
         self._on_stop = on_stop
         self.counts = {"dlq": 0, "skip": 0}
-        self._last_log = 0.0
-        self._suppressed = 0
+        self._log_lines = BurstLog(log)
 
     def _log(self, stage: str, message: Message, error: BaseException) -> None:
-        now = time.monotonic()
-        if now - self._last_log < 1.0:
-            self._suppressed += 1
-            return
-        more = f" (+{self._suppressed} more since the last report)" if self._suppressed else ""
-        self._last_log, self._suppressed = now, 0
-        log.error("%s failed for %s[%d]@%d, policy=%s: %s: %s%s", stage, message.topic, message.partition,
-                  message.offset, self.policy, type(error).__name__, error, more)
+        self._log_lines.error("%s failed for %s[%d]@%d, policy=%s: %s: %s", stage, message.topic,
+                              message.partition, message.offset, self.policy, type(error).__name__, error)
 
     def judge(self, stage: str, message: Message, error: BaseException) -> DeadLetter | None:
         """Log (rate-limited) and count one failed record; return its dead letter under ``dlq``,

@@ -37,3 +37,29 @@ async def plan_topology(app: "App", table_manager: Callable[..., Any] | None = N
             await runtime.stop()
             app.runtime = None
             app.conf = conf
+
+
+async def table_partitions(app: "App", table_manager: Callable[..., Any] | None = None) -> dict[str, int | list[str]]:
+    """Each table's partition count as a worker settles it (``streamkit tables``): the count, or
+    the source topics whose count on the broker decides it (declared without ``partitions=``,
+    they take the broker's count if they exist, which only the worker at start can know)."""
+    def undecided(names: Any) -> list[str]:
+        known = {t.name: t for t in app.all_topics()}
+        return sorted(n for n in app.copartition_group(names) if n in known and known[n].partitions is None)
+
+    sources = undecided(m.name for a in app.agents.values() if not getattr(a.topic, "is_channel", False)
+                        for m in a.topic.members)
+    if not sources:  # every source declared: the worker's own settling (and its refusals), on the memory driver
+        topology = await plan_topology(app, table_manager)
+        sources = undecided(topology.copartitioned)  # a through topic named in an agent's body
+    return {t.name: sources if sources and t.declared_partitions is None and not t.is_global else t.partitions
+            for t in app.tables.values()}
+
+
+def partitions_text(count: int | list[str], topic_partitions: int) -> str:
+    """A ``table_partitions`` value as ``streamkit tables`` prints it."""
+    if isinstance(count, int):
+        return str(count)
+    many = len(count) > 1
+    return (f"decided at start from topic{'s' if many else ''} {', '.join(count)} ({'their' if many else 'its'} "
+            f"count on the broker; {topic_partitions} if the worker creates {'them' if many else 'it'})")

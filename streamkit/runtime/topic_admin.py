@@ -4,10 +4,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Sequence
+from typing import Collection, Sequence
 
 from ..errors import BrokerUnavailable, ConfigurationError, TopicMismatch
 from ..transport.base import Admin, Driver, TopicInfo, TopicSpec
+from .host_names import check_host_names
 
 log = logging.getLogger("streamkit.topics")
 
@@ -33,7 +34,9 @@ def _reason(driver: Driver, error: BaseException | None) -> str:
 
 
 async def connect_admin(driver: Driver, address: str, timeout: float):
-    """An started admin client whose first metadata call succeeded, or BrokerUnavailable."""
+    """An started admin client whose first metadata call succeeded, or BrokerUnavailable (or a
+    ConfigurationError at once when no retry can heal it: a host name that does not exist)."""
+    await check_host_names(getattr(driver, "name", ""), address)
     deadline = time.monotonic() + timeout
     attempt, last_error = 0, None
     while True:
@@ -99,9 +102,10 @@ async def warn_of_config_drift(admin: Admin, specs: Sequence[TopicSpec]) -> None
 
 
 async def ensure_topics(driver: Driver, address: str, specs: Sequence[TopicSpec], declared: dict[str, int | None],
-                        timeout: float) -> dict[str, TopicInfo]:
+                        timeout: float, resettable: Collection[str] = ()) -> dict[str, TopicInfo]:
     """Create missing topics; an existing topic whose partition count differs from its
-    declaration is a startup error naming both counts."""
+    declaration is a startup error naming both counts (and, for the ``resettable`` topics
+    ``streamkit reset`` deletes, that command)."""
     admin = await connect_admin(driver, address, timeout)
     try:
         existing = await admin.describe_topics([s.name for s in specs])
@@ -109,9 +113,13 @@ async def ensure_topics(driver: Driver, address: str, specs: Sequence[TopicSpec]
             info = existing.get(spec.name)
             want = declared.get(spec.name)
             if info is not None and want is not None and info.partitions != want:
+                reset = (" (it is internal to the app: if the broker lost the app's topics, as a restarted dev "
+                         "broker does, `streamkit reset -A <module:app>` deletes it with the other internal topics "
+                         "and the local table state, and the next start creates them anew)"
+                         if spec.name in resettable else "")
                 raise TopicMismatch(
                     f"topic {spec.name!r} exists with {info.partitions} partitions but is declared "
-                    f"with {want}; change the declaration or recreate the topic"
+                    f"with {want}; change the declaration or recreate the topic{reset}"
                 )
         await warn_of_config_drift(admin, [s for s in specs if s.name in existing and s.config])
         missing = [s for s in specs if s.name not in existing]

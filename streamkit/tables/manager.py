@@ -54,7 +54,7 @@ class TableManager:
         self._assigned: set[TP] = set()
         self.replayed_total = 0
         self.blocks_dropped = 0  # changelog blocks of uncommitted checkpoints dropped at recovery
-        self.stores_reset = 0  # standby stores found ahead of the committed offsets, restored anew
+        self.stores_reset = 0  # stores found ahead of the committed offsets, restored anew
         self.on_serving: list[Any] = []  # async callbacks({table: [partitions]}) after each change
         self.on_resumed: list[Callable[[list[TP]], None]] = []  # source partitions whose tables caught up
 
@@ -256,7 +256,8 @@ class TableManager:
     async def _blocks(self, stores: dict[TP, Store]) -> dict[TP, MarkedBlocks]:
         """How a restore judges each at-least-once changelog's blocks: by the group's committed
         offsets of the same-numbered inputs. A store already past them (a standby that applied a
-        block whose commit never came) is emptied and restored from the start."""
+        block whose commit never came, or one whose worker stopped before its commit) is emptied
+        and restored from the start."""
         marked = {tp: t for tp in stores if self._marked(t := self._by_changelog[tp.topic])}
         consumer = self.runtime.consumer
         if not marked or consumer is None:
@@ -267,16 +268,28 @@ class TableManager:
                                                   "reading committed offsets for table recovery") if inputs else {}
         blocks = {}
         for tp, table in marked.items():
-            accept = committed_covers({s.topic: o for s, o in committed.items() if s.partition == tp.partition})
+            ours = {s.topic: o for s, o in committed.items() if s.partition == tp.partition}
+            accept = committed_covers(ours)
             store = stores[tp]
             if store.sources is not None and not accept(mark_offsets(store.sources)):
-                log.warning("table %r partition %d: the local store is ahead of the committed offsets (a standby "
-                            "applied a checkpoint that never committed); restoring it from the changelog's start",
-                            table.name, tp.partition)
+                log.warning("table %r partition %d: the local store is ahead of the committed offsets (%s); "
+                            "restoring it from the changelog's start", table.name, tp.partition,
+                            self._why_ahead(tp, ours))
                 store.reset()
                 self.stores_reset += 1
             blocks[tp] = MarkedBlocks(accept, marked=store.sources is not None, after=store.offset)
         return blocks
+
+    def _why_ahead(self, changelog: TP, committed: dict[str, int | None]) -> str:
+        """Why a store holds a checkpoint the group's committed offsets do not reach (``committed``:
+        those of its inputs), as far as this worker can tell."""
+        if changelog in self.tailer.applied_to:
+            return "a standby applied a checkpoint that never committed"
+        if all(offset is None for offset in committed.values()):
+            return ("the group has no committed offsets for its inputs: a new or reset group, or a broker that lost "
+                    "them, as a restarted dev broker does")
+        return ("it holds a checkpoint that never committed: a worker stopped between writing its changelog and "
+                "committing its offsets")
 
     def _resume(self, tps: list[TP]) -> None:
         self.runtime.pauses.release("recovery", tps)

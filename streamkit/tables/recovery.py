@@ -289,6 +289,7 @@ class Tailer:
         self.stores: dict[TP, Store] = {}
         self.blocks: dict[TP, MarkedBlocks] = {}
         self.applied = 0
+        self.applied_to: set[TP] = set()  # every partition it applied records to (a standby's: tables/manager.py)
         self.failures = 0
         self.last_error: BaseException | None = None
         self._task: asyncio.Task | None = None
@@ -333,6 +334,7 @@ class Tailer:
         if store is not None:
             await _apply(store, tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp))
             self.applied += len(columns)
+            self.applied_to.add(tp)
 
     async def stop(self) -> None:
         if self._task is not None:

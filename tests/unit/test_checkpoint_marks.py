@@ -96,7 +96,7 @@ async def test_a_changelog_without_marks_is_restored_whole():
     assert store.data == {b"a": b"1", b"b": b"2"} and not blocks[TP("t-changelog", 0)].dropped
 
 
-async def test_a_standby_that_applied_an_uncommitted_checkpoint_is_restored_from_scratch_on_promotion(tmp_path):
+async def test_a_standby_that_applied_an_uncommitted_checkpoint_is_restored_from_scratch_on_promotion(tmp_path, caplog):
     """b's standby copy of a's partitions takes a's last block (a standby cannot know whether its
     commit came); a dies before committing; when b takes over, its copy is ahead of the committed
     offsets, so it is emptied and restored, and every word is counted once."""
@@ -129,6 +129,7 @@ async def test_a_standby_that_applied_an_uncommitted_checkpoint_is_restored_from
         await wait_for(lambda: dict(counts_b.items()) == {f"w{i}": 20 for i in range(40)}, 10,
                        message="every word counted once after the takeover")
         assert b.runtime.tables.stores_reset >= 1
+        assert any("(a standby applied a checkpoint that never committed)" in r.getMessage() for r in caplog.records)
 
 
 def test_an_offset_gap_from_compaction_applies_what_is_held_instead_of_dropping_it():

@@ -63,7 +63,7 @@ class RefusingDriver:
 async def test_topics_the_principal_may_not_create_are_named():
     specs = [TopicSpec("orders", 1, 1, {}), TopicSpec("orders-dlq", 1, 1, {})]
     with pytest.raises(sk.ConfigurationError) as caught:
-        await ensure_topics(RefusingDriver(), "h:9092", specs, {}, 5.0)
+        await ensure_topics(RefusingDriver(), "127.0.0.1:9092", specs, {}, 5.0)
     assert str(caught.value) == f"cannot create orders, orders-dlq: the broker refused User:alice access to topic 'orders' {FIX}"
 
 
