@@ -1,1 +1,1 @@
-"""agents layer (see DESIGN.md)."""
+"""agents layer (see docs/architecture.md)."""

@@ -1,1 +1,1 @@
-"""models layer (see DESIGN.md)."""
+"""models layer (see docs/architecture.md)."""

@@ -1,1 +1,1 @@
-"""runtime layer (see DESIGN.md)."""
+"""runtime layer (see docs/architecture.md)."""

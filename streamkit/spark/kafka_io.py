@@ -90,7 +90,7 @@ def read_range(conf: dict[str, Any], topic: str, partition: int, start: int, end
         "enable.partition.eof": True, "auto.offset.reset": "earliest",
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "fetch.queue.backoff.ms": 10,  # librdkafka's 1 s default starves a consume loop (DESIGN.md)
+        "fetch.queue.backoff.ms": 10,  # librdkafka's 1 s default starves a consume loop (docs/architecture.md)
         **{k: v for k, v in conf.items() if k.startswith("fetch.")},  # unless the job sets its own
     })
     try:

@@ -1,1 +1,1 @@
-"""streams layer (see DESIGN.md)."""
+"""streams layer (see docs/architecture.md)."""

@@ -87,7 +87,7 @@ class ConfluentConsumer(Consumer):
                 "session.timeout.ms": settings.session_timeout_ms,
                 "heartbeat.interval.ms": settings.heartbeat_interval_ms,
                 "max.poll.interval.ms": settings.max_poll_interval_ms,
-                # librdkafka's 1 s default backoff starves a Python consume loop (DESIGN.md).
+                # librdkafka's 1 s default backoff starves a Python consume loop (docs/architecture.md, Transport).
                 "fetch.queue.backoff.ms": 10,
             }
         )
