@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 from ..errors import ConfigurationError, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
-from ..streams.stream import Stream
+from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record
 from .functions import batch_body
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
@@ -268,7 +268,7 @@ class Agent:
 
     # -- group_by / through ---------------------------------------------------------------------
 
-    def repartition(self, source: Stream, key: Any, *, name: str | None, partitions: int | None,
+    def repartition(self, source: Chainable, key: Any, *, name: str | None, partitions: int | None,
                     key_type: Any, value_type: Any) -> Stream:
         if isinstance(key, str):
             field, key_fn = key, operator.attrgetter(key)
@@ -280,20 +280,25 @@ class Agent:
             field, key_fn = name, key
         else:
             raise TypeError(f"group_by key must be a field or a function, not {key!r}")
+        base = _stream_of(source)
         topic_name = f"{self.app.id}-{self.name}-{name or field}-repartition"
-        if key_type is None and field and isinstance(source.topic.value_type, type):
-            key_type = getattr(source.topic.value_type, "__annotations__", {}).get(field)
+        # after map/enumerate/join the values are the function's, not the topic's: value_type= says
+        source_type = None if getattr(source, "mapped", False) else base.topic.value_type
+        if key_type is None and field and isinstance(source_type, type):
+            key_type = getattr(source_type, "__annotations__", {}).get(field)
             key_type = key_type if isinstance(key_type, type) else None
         return self._forwarding_stream(
-            source, topic_name, lambda event: key_fn(event.value), partitions=partitions or self._partitions(source),
-            key_type=key_type, value_type=value_type or source.topic.value_type,
+            source, topic_name, lambda event, value: key_fn(value), partitions=partitions or self._partitions(base),
+            key_type=key_type, value_type=value_type or source_type,
             config=dict(REPARTITION_TOPIC_CONFIG),  # kept until processed, whatever their timestamps (runtime/purge.py)
         )
 
-    def through(self, source: Stream, topic: "Topic | str") -> Stream:
+    def through(self, source: Chainable, topic: "Topic | str") -> Stream:
         if isinstance(topic, str):
-            topic = self.app.topic(topic, key_type=source.topic.key_type, value_type=source.topic.value_type)
-        return self._forwarding_stream(source, topic.name, lambda event: event.key, topic=topic)
+            base = _stream_of(source)
+            value_type = None if getattr(source, "mapped", False) else base.topic.value_type
+            topic = self.app.topic(topic, key_type=base.topic.key_type, value_type=value_type)
+        return self._forwarding_stream(source, topic.name, lambda event, value: event.key, topic=topic)
 
     def _partitions(self, source: Stream) -> int:
         """A repartition topic has as many partitions as its source (as the broker has it)."""
@@ -301,14 +306,16 @@ class Agent:
             return self._runtime.partition_count(source.topic.members[0].name)
         return source.topic.partitions or self.app.conf.topic_partitions
 
-    def _forwarding_stream(self, source: Stream, topic_name: str, key_of: Callable[[Event], Any], *,
+    def _forwarding_stream(self, source: Chainable, topic_name: str, key_of: Callable[[Event, Any], Any], *,
                            topic: "Topic | None" = None, **topic_kwargs: Any) -> Stream:
-        """A stream over ``topic_name``, fed by a supervised task forwarding ``source`` there.
+        """A stream over ``topic_name``, fed by a supervised task forwarding ``source`` there
+        (after filter/map: the values they give out, each keyed by ``key_of(its record, value)``).
 
         Cached per (name, source cursor): a restarted agent body re-attaches instead of
         forwarding twice; with concurrency each instance forwards its own share.
         """
-        cache_key = (topic_name, id(source))
+        base = _stream_of(source)
+        cache_key = (topic_name, id(base))
         existing = self._repartitions.get(cache_key)
         if existing is not None:
             return existing
@@ -316,20 +323,38 @@ class Agent:
             topic = self.app.topics.get(topic_name) or self.app.topic(topic_name, internal=True, **topic_kwargs)
         target = topic
 
-        async def forward(stream: Stream) -> None:
-            async for event in stream.events():
-                # the record keeps its time (as in Kafka Streams): windows and as-of joins downstream read it
-                ts = event.message.timestamp_ms
-                await target.send_soon(key=key_of(event), value=event.value, headers=event.message.headers or None,
-                                       timestamp=None if ts is None else ts / 1000)
+        async def send(event: Event, value: Any) -> None:
+            # the record keeps its time (as in Kafka Streams): windows and as-of joins downstream read it
+            ts = event.message.timestamp_ms
+            await target.send_soon(key=key_of(event, value), value=value, headers=event.message.headers or None,
+                                   timestamp=None if ts is None else ts / 1000)
 
-        self._forwarders.append(asyncio.create_task(self._supervise(source, body=forward), name=f"forward:{topic_name}"))
+        async def forward(stream: Stream) -> None:
+            if source is stream:
+                async for event in stream.events():
+                    await send(event, event.value)
+                return
+            # the operators run anew each time (one that raised is over); what they drop is
+            # acknowledged as the stream moves on, so commits advance past it
+            async for value in source._fresh():
+                event = _current_event.get()
+                assert event is not None
+                await send(event, value)
+
+        self._forwarders.append(asyncio.create_task(self._supervise(base, body=forward), name=f"forward:{topic_name}"))
         subscriber = self._internal_subscribers.get(topic_name)
         if subscriber is None:
             subscriber = self._internal_subscribers[topic_name] = self._subscriber(topic)
         stream = Stream(subscriber, topic=topic, owner=self)
         self._repartitions[cache_key] = stream
         return stream
+
+
+def _stream_of(source: Chainable) -> Stream:
+    """The agent's stream under ``source`` (itself, or the one a filter/map started from)."""
+    stream = source if isinstance(source, Stream) else getattr(source, "source", None)
+    assert isinstance(stream, Stream)
+    return stream
 
 
 _FAUST_SEND_OPTIONS = {
