@@ -147,6 +147,11 @@ class Settings:
     ``stop`` halts the worker with a clear message."""
     agent_retries: int = 2
     """How many times a record is retried after an agent exception before the policy applies."""
+    agent_max_restarts: int = 10
+    """Restarts in a row of an agent that fails outside a record (or returns) without taking one
+    in between; each waits longer (0.1 s doubling to 5 s). One more failure and the agent is failed:
+    the worker halts (exit 1) naming it; ``0`` fails it at the first. A run that takes a record, or
+    lasts a minute, starts the count again."""
     dlq_topic: str = ""
     """Dead-letter topic; empty means ``<app-id>-dlq``."""
     auto_offset_reset: str = "earliest"
@@ -405,6 +410,9 @@ class Settings:
             raise ConfigurationError("web_ssl_keyfile is set without web_ssl_certfile: set both to serve HTTPS")
         if self.ssl_cafile and self.ssl_capath:
             raise ConfigurationError("set ssl_cafile or ssl_capath, not both: librdkafka takes one CA location")
+        if self.agent_max_restarts < 0:
+            raise ConfigurationError(f"agent_max_restarts={self.agent_max_restarts}: must be at least 0 (0 fails an "
+                                     "agent at its first failure outside a record)")
         if self.table_cache_max_keys < 1:
             raise ConfigurationError(f"table_cache_max_keys={self.table_cache_max_keys}: must be at least 1 "
                                      "(the keys written between checkpoints)")

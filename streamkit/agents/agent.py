@@ -2,7 +2,9 @@
 
 A failing agent is restarted; the record it failed on is retried ``agent_retries`` times and
 then handed to the error policy (dead-letter topic by default), so one poison record can
-neither kill the worker nor stall its partition.
+neither kill the worker nor stall its partition. A failure holding no record is the agent's own:
+restarted with a growing backoff, failed (the worker halts) after ``agent_max_restarts`` in a row
+(agents/restarts.py).
 """
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ import logging
 import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
 
-from ..errors import ConfigurationError, refuse_faust_options
+from ..errors import AgentFailed, ConfigurationError, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record
 from .functions import batch_body
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
+from .restarts import RestartBudget
 from .supervision import supervise
 
 if TYPE_CHECKING:
@@ -57,11 +60,13 @@ class Agent:
         self.fun = fun  # the per-record body (test contexts, Spark); the worker runs a function's batch body
         self.is_generator = inspect.isasyncgenfunction(fun)
         self.restarts = 0
+        self.failure: BaseException | None = None  # set once the agent is failed (agents/restarts.py)
         self._runtime: "Runtime | None" = None
         self._tasks: list[asyncio.Task] = []
         self._repartitions: dict[tuple[str, int], Stream] = {}
         self._internal_subscribers: dict[str, Subscriber] = {}
         self._forwarders: list[asyncio.Task] = []
+        self._forwarded: list[Stream] = []  # the streams the forwarders read (a restart budget of their own)
         self.streams: list[Stream] = []  # every stream its tasks iterate (Stream registers itself)
         self.__doc__ = self.source_fun.__doc__
 
@@ -94,6 +99,7 @@ class Agent:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks, self._forwarders, self._repartitions, self._internal_subscribers = [], [], {}, {}
+        self._forwarded = []
         self.streams = []
 
     def streams_started(self) -> bool:
@@ -127,14 +133,37 @@ class Agent:
             else:
                 await self.fun(stream)
 
+        budget = RestartBudget(self.app.conf.agent_max_restarts,
+                               (lambda: [stream]) if body is not None and stream in self._forwarded else
+                               (lambda: [s for s in self.streams if s not in self._forwarded]))
+
+        async def again(exc: BaseException | None) -> None:
+            """Back off before the next run, or fail the agent (agents/restarts.py)."""
+            delay = budget.failed()
+            if delay is None:
+                await self._failed(exc)
+            if exc is None:
+                log.warning("agent %s returned; restarting it in %.1fs (agents are meant to run forever)",
+                            self.name, delay)
+            elif budget.repeats(exc):
+                log.error("agent %s crashed outside a record again (%s: %s); restart %d of %d in %.1fs", self.name,
+                          type(exc).__name__, exc, budget.in_a_row, budget.limit, delay)
+            else:
+                log.error("agent %s crashed outside a record; restart %d of %d in %.1fs", self.name,
+                          budget.in_a_row, budget.limit, delay, exc_info=exc)
+            await asyncio.sleep(delay)  # type: ignore[arg-type]
+            budget.started()
+
         async def returned() -> None:
-            log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)
-            await asyncio.sleep(0.1)
+            await again(None)
 
         async def crashed(exc: BaseException) -> None:
             self.restarts += 1
-            log.exception("agent %s crashed outside a record; restarting", self.name, exc_info=exc)
-            await asyncio.sleep(0.1)
+            if self._runtime is not None and self._runtime.planning and not self.streams_started():
+                # the topology cannot be known: runtime/planning.py says so, in one line
+                self.failure = AgentFailed(f"agent {self.name!r} cannot start: {type(exc).__name__}: {exc}")
+                raise self.failure from None
+            await again(exc)
 
         def failed(first: Event, attempt: int, exc: BaseException) -> None:
             self.restarts += 1
@@ -150,8 +179,20 @@ class Agent:
                 _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
                 await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
 
+        budget.started()
         await supervise(stream, run_once, retries=self.app.conf.agent_retries, give_up=give_up,
                         returned=returned, crashed=crashed, failed=failed)
+
+    async def _failed(self, exc: BaseException | None) -> None:
+        """Out of restarts: the agent is failed, the worker halts naming it (one line), and this
+        task ends (AgentFailed leaves ``supervise``)."""
+        assert self._runtime is not None
+        limit = self.app.conf.agent_max_restarts
+        what = "returned" if exc is None else f"crashed outside a record ({type(exc).__name__}: {exc})"
+        self.failure = failure = AgentFailed(f"agent {self.name!r} failed: {what} {limit + 1} times in a row without taking "
+                              f"a record (agent_max_restarts={limit}); fix the agent and start the worker again")
+        await self._runtime.fail(failure)
+        raise failure from exc
 
     def _emit_now(self, value: Any, event: Event | None) -> int:
         """The synchronous part of ``_emit``: each sink topic whose producer has room, in order.
@@ -341,6 +382,7 @@ class Agent:
                 assert event is not None
                 await send(event, value)
 
+        self._forwarded.append(base)
         self._forwarders.append(asyncio.create_task(self._supervise(base, body=forward), name=f"forward:{topic_name}"))
         subscriber = self._internal_subscribers.get(topic_name)
         if subscriber is None:
