@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import logging
 import operator
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NoReturn
 
 from ..errors import AgentFailed, ConfigurationError, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
@@ -84,6 +84,7 @@ class Agent:
 
     def start(self, runtime: "Runtime") -> None:
         self._runtime = runtime
+        self.failure = None
         if getattr(self.topic, "is_channel", False):  # app.channel(): fed in process, no offsets
             subscriber = self.topic.subscriber(self.name)  # type: ignore[attr-defined]
         else:
@@ -141,7 +142,8 @@ class Agent:
             """Back off before the next run, or fail the agent (agents/restarts.py)."""
             delay = budget.failed()
             if delay is None:
-                await self._failed(exc)
+                await self._failed(exc)  # raises: the task ends
+                return
             if exc is None:
                 log.warning("agent %s returned; restarting it in %.1fs (agents are meant to run forever)",
                             self.name, delay)
@@ -151,7 +153,7 @@ class Agent:
             else:
                 log.error("agent %s crashed outside a record; restart %d of %d in %.1fs", self.name,
                           budget.in_a_row, budget.limit, delay, exc_info=exc)
-            await asyncio.sleep(delay)  # type: ignore[arg-type]
+            await asyncio.sleep(delay)
             budget.started()
 
         async def returned() -> None:
@@ -183,14 +185,15 @@ class Agent:
         await supervise(stream, run_once, retries=self.app.conf.agent_retries, give_up=give_up,
                         returned=returned, crashed=crashed, failed=failed)
 
-    async def _failed(self, exc: BaseException | None) -> None:
+    async def _failed(self, exc: BaseException | None) -> NoReturn:
         """Out of restarts: the agent is failed, the worker halts naming it (one line), and this
         task ends (AgentFailed leaves ``supervise``)."""
         assert self._runtime is not None
         limit = self.app.conf.agent_max_restarts
         what = "returned" if exc is None else f"crashed outside a record ({type(exc).__name__}: {exc})"
-        self.failure = failure = AgentFailed(f"agent {self.name!r} failed: {what} {limit + 1} times in a row without taking "
-                              f"a record (agent_max_restarts={limit}); fix the agent and start the worker again")
+        self.failure = failure = AgentFailed(
+            f"agent {self.name!r} failed: {what} {limit + 1} times in a row without taking a record "
+            f"(agent_max_restarts={limit}); fix the agent and start the worker again")
         await self._runtime.fail(failure)
         raise failure from exc
 
