@@ -2,7 +2,7 @@
 from .agents.agent import Agent
 from .app import App
 from .codecs import Codec, JsonCodec, RawCodec, StrCodec
-from .errors import (BrokerUnavailable, ConfigurationError, DecodeError, GroupFenced, ProducerFenced, SparkUnsupported,
+from .errors import (AgentFailed, BrokerUnavailable, ConfigurationError, DecodeError, GroupFenced, ProducerFenced, SparkUnsupported,
                      StoreWriteFailed, StreamkitError, TopicMismatch, TransactionAborted, WorkerStopped)
 from .models.record import Record
 from .runtime.progress import Event
@@ -19,7 +19,7 @@ from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, Servic
 
 
 __all__ = [
-    "Agent", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
+    "Agent", "AgentFailed", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
     "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
     "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
     "current_event",

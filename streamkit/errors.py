@@ -57,6 +57,11 @@ class WorkerStopped(StreamkitError):
     """The worker halted because the ``stop`` error policy was hit."""
 
 
+class AgentFailed(StreamkitError):
+    """An agent kept failing outside a record (``agent_max_restarts``), or could not start while
+    the topology was planned: its code is at fault, so the worker halts rather than loop."""
+
+
 class SparkUnsupported(ConfigurationError):
     """An agent does something a Spark job cannot run exactly as the worker would (the message says what)."""
 

@@ -153,6 +153,11 @@ class Settings:
     """Exception types (or names: ``KeyError``, ``module:Name``) whose records go to the error
     policy at once, without retries; streamkit's own such errors (a key of another partition, a
     value that does not decode) never are retried."""
+    agent_max_restarts: int = 10
+    """Restarts in a row of an agent that fails outside a record (or returns) without taking one
+    in between; each waits longer (0.1 s doubling to 5 s). One more failure and the agent is failed:
+    /ready answers 503 naming it and the worker exits 1 when stopped; ``0`` fails it at the first.
+    A run that takes a record, or lasts a minute, starts the count again."""
     dlq_topic: str = ""
     """Dead-letter topic; empty means ``<app-id>-dlq``."""
     auto_offset_reset: str = "earliest"
@@ -417,6 +422,9 @@ class Settings:
             raise ConfigurationError("web_ssl_keyfile is set without web_ssl_certfile: set both to serve HTTPS")
         if self.ssl_cafile and self.ssl_capath:
             raise ConfigurationError("set ssl_cafile or ssl_capath, not both: librdkafka takes one CA location")
+        if self.agent_max_restarts < 0:
+            raise ConfigurationError(f"agent_max_restarts={self.agent_max_restarts}: must be at least 0 (0 fails an "
+                                     "agent at its first failure outside a record)")
         if self.table_cache_max_keys < 1:
             raise ConfigurationError(f"table_cache_max_keys={self.table_cache_max_keys}: must be at least 1 "
                                      "(the keys written between checkpoints)")

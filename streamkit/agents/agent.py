@@ -3,7 +3,9 @@
 A failing agent is restarted; the record it failed on is retried ``agent_retries`` times and
 then handed to the error policy (dead-letter topic by default), so one poison record can
 neither kill the worker nor stall its partition. An error no retry can fix (streamkit's
-``NoRetry`` ones, ``agent_no_retry``, ``no_retry=``) is handed over at once.
+``NoRetry`` ones, ``agent_no_retry``, ``no_retry=``) is handed over at once. A failure holding no record is the agent's own:
+restarted with a growing backoff, failed after ``agent_max_restarts`` in a row
+(agents/restarts.py).
 """
 from __future__ import annotations
 
@@ -11,15 +13,16 @@ import asyncio
 import inspect
 import logging
 import operator
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NoReturn
 
-from ..errors import ConfigurationError, exception_types, refuse_faust_options
+from ..errors import AgentFailed, ConfigurationError, exception_types, refuse_faust_options
 from ..runtime.progress import Event, Subscriber, processing as _current_event
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
-from ..streams.stream import Stream
+from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record
 from .functions import batch_body
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
+from .restarts import RestartBudget
 from .supervision import supervise
 
 if TYPE_CHECKING:
@@ -59,11 +62,13 @@ class Agent:
         self.fun = fun  # the per-record body (test contexts, Spark); the worker runs a function's batch body
         self.is_generator = inspect.isasyncgenfunction(fun)
         self.restarts = 0
+        self.failure: BaseException | None = None  # set once the agent is failed (agents/restarts.py)
         self._runtime: "Runtime | None" = None
         self._tasks: list[asyncio.Task] = []
         self._repartitions: dict[tuple[str, int], Stream] = {}
         self._internal_subscribers: dict[str, Subscriber] = {}
         self._forwarders: list[asyncio.Task] = []
+        self._forwarded: list[Stream] = []  # the streams the forwarders read (a restart budget of their own)
         self.streams: list[Stream] = []  # every stream its tasks iterate (Stream registers itself)
         self.__doc__ = self.source_fun.__doc__
 
@@ -81,6 +86,7 @@ class Agent:
 
     def start(self, runtime: "Runtime") -> None:
         self._runtime = runtime
+        self.failure = None
         if getattr(self.topic, "is_channel", False):  # app.channel(): fed in process, no offsets
             subscriber = self.topic.subscriber(self.name)  # type: ignore[attr-defined]
         else:
@@ -96,6 +102,7 @@ class Agent:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks, self._forwarders, self._repartitions, self._internal_subscribers = [], [], {}, {}
+        self._forwarded = []
         self.streams = []
 
     def streams_started(self) -> bool:
@@ -134,14 +141,38 @@ class Agent:
             else:
                 await self.fun(stream)
 
+        budget = RestartBudget(self.app.conf.agent_max_restarts,
+                               (lambda: [stream]) if body is not None and stream in self._forwarded else
+                               (lambda: [s for s in self.streams if s not in self._forwarded]))
+
+        async def again(exc: BaseException | None) -> None:
+            """Back off before the next run, or fail the agent (agents/restarts.py)."""
+            delay = budget.failed()
+            if delay is None:
+                await self._failed(exc)  # raises: the task ends
+                return
+            if exc is None:
+                log.warning("agent %s returned; restarting it in %.1fs (agents are meant to run forever)",
+                            self.name, delay)
+            elif budget.repeats(exc):
+                log.error("agent %s crashed outside a record again (%s: %s); restart %d of %d in %.1fs", self.name,
+                          type(exc).__name__, exc, budget.in_a_row, budget.limit, delay)
+            else:
+                log.error("agent %s crashed outside a record; restart %d of %d in %.1fs", self.name,
+                          budget.in_a_row, budget.limit, delay, exc_info=exc)
+            await asyncio.sleep(delay)
+            budget.started()
+
         async def returned() -> None:
-            log.warning("agent %s returned; restarting it (agents are meant to run forever)", self.name)
-            await asyncio.sleep(0.1)
+            await again(None)
 
         async def crashed(exc: BaseException) -> None:
             self.restarts += 1
-            log.exception("agent %s crashed outside a record; restarting", self.name, exc_info=exc)
-            await asyncio.sleep(0.1)
+            if self._runtime is not None and self._runtime.planning and not self.streams_started():
+                # the topology cannot be known: runtime/planning.py says so, in one line
+                self.failure = AgentFailed(f"agent {self.name!r} cannot start: {type(exc).__name__}: {exc}")
+                raise self.failure from None
+            await again(exc)
 
         retries = self.app.conf.agent_retries
 
@@ -165,8 +196,21 @@ class Agent:
                 _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
                 await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
 
+        budget.started()
         await supervise(stream, run_once, retries=retries, give_up=give_up, returned=returned, crashed=crashed,
                         failed=failed, no_retry=self.no_retry_types())
+
+    async def _failed(self, exc: BaseException | None) -> NoReturn:
+        """Out of restarts: the agent is failed (one line); this task ends (AgentFailed leaves
+        ``supervise``). The worker goes on for its other agents, not ready (``/ready`` 503
+        naming it), and exits 1 when it stops (runtime/runner.py)."""
+        limit = self.app.conf.agent_max_restarts
+        what = "returned" if exc is None else f"crashed outside a record ({type(exc).__name__}: {exc})"
+        self.failure = failure = AgentFailed(
+            f"agent {self.name!r} failed: {what} {limit + 1} times in a row without taking a record "
+            f"(agent_max_restarts={limit}); fix the agent and start the worker again")
+        log.error("%s; the worker is not ready (/ready answers 503) and exits 1 when stopped", failure)
+        raise failure from exc
 
     def _emit_now(self, value: Any, event: Event | None) -> int:
         """The synchronous part of ``_emit``: each sink topic whose producer has room, in order.
@@ -283,7 +327,7 @@ class Agent:
 
     # -- group_by / through ---------------------------------------------------------------------
 
-    def repartition(self, source: Stream, key: Any, *, name: str | None, partitions: int | None,
+    def repartition(self, source: Chainable, key: Any, *, name: str | None, partitions: int | None,
                     key_type: Any, value_type: Any) -> Stream:
         if isinstance(key, str):
             field, key_fn = key, operator.attrgetter(key)
@@ -295,20 +339,25 @@ class Agent:
             field, key_fn = name, key
         else:
             raise TypeError(f"group_by key must be a field or a function, not {key!r}")
+        base = _stream_of(source)
         topic_name = f"{self.app.id}-{self.name}-{name or field}-repartition"
-        if key_type is None and field and isinstance(source.topic.value_type, type):
-            key_type = getattr(source.topic.value_type, "__annotations__", {}).get(field)
+        # after map/enumerate/join the values are the function's, not the topic's: value_type= says
+        source_type = None if getattr(source, "mapped", False) else base.topic.value_type
+        if key_type is None and field and isinstance(source_type, type):
+            key_type = getattr(source_type, "__annotations__", {}).get(field)
             key_type = key_type if isinstance(key_type, type) else None
         return self._forwarding_stream(
-            source, topic_name, lambda event: key_fn(event.value), partitions=partitions or self._partitions(source),
-            key_type=key_type, value_type=value_type or source.topic.value_type,
+            source, topic_name, lambda event, value: key_fn(value), partitions=partitions or self._partitions(base),
+            key_type=key_type, value_type=value_type or source_type,
             config=dict(REPARTITION_TOPIC_CONFIG),  # kept until processed, whatever their timestamps (runtime/purge.py)
         )
 
-    def through(self, source: Stream, topic: "Topic | str") -> Stream:
+    def through(self, source: Chainable, topic: "Topic | str") -> Stream:
         if isinstance(topic, str):
-            topic = self.app.topic(topic, key_type=source.topic.key_type, value_type=source.topic.value_type)
-        return self._forwarding_stream(source, topic.name, lambda event: event.key, topic=topic)
+            base = _stream_of(source)
+            value_type = None if getattr(source, "mapped", False) else base.topic.value_type
+            topic = self.app.topic(topic, key_type=base.topic.key_type, value_type=value_type)
+        return self._forwarding_stream(source, topic.name, lambda event, value: event.key, topic=topic)
 
     def _partitions(self, source: Stream) -> int:
         """A repartition topic has as many partitions as its source (as the broker has it)."""
@@ -316,14 +365,16 @@ class Agent:
             return self._runtime.partition_count(source.topic.members[0].name)
         return source.topic.partitions or self.app.conf.topic_partitions
 
-    def _forwarding_stream(self, source: Stream, topic_name: str, key_of: Callable[[Event], Any], *,
+    def _forwarding_stream(self, source: Chainable, topic_name: str, key_of: Callable[[Event, Any], Any], *,
                            topic: "Topic | None" = None, **topic_kwargs: Any) -> Stream:
-        """A stream over ``topic_name``, fed by a supervised task forwarding ``source`` there.
+        """A stream over ``topic_name``, fed by a supervised task forwarding ``source`` there
+        (after filter/map: the values they give out, each keyed by ``key_of(its record, value)``).
 
         Cached per (name, source cursor): a restarted agent body re-attaches instead of
         forwarding twice; with concurrency each instance forwards its own share.
         """
-        cache_key = (topic_name, id(source))
+        base = _stream_of(source)
+        cache_key = (topic_name, id(base))
         existing = self._repartitions.get(cache_key)
         if existing is not None:
             return existing
@@ -331,20 +382,39 @@ class Agent:
             topic = self.app.topics.get(topic_name) or self.app.topic(topic_name, internal=True, **topic_kwargs)
         target = topic
 
-        async def forward(stream: Stream) -> None:
-            async for event in stream.events():
-                # the record keeps its time (as in Kafka Streams): windows and as-of joins downstream read it
-                ts = event.message.timestamp_ms
-                await target.send_soon(key=key_of(event), value=event.value, headers=event.message.headers or None,
-                                       timestamp=None if ts is None else ts / 1000)
+        async def send(event: Event, value: Any) -> None:
+            # the record keeps its time (as in Kafka Streams): windows and as-of joins downstream read it
+            ts = event.message.timestamp_ms
+            await target.send_soon(key=key_of(event, value), value=value, headers=event.message.headers or None,
+                                   timestamp=None if ts is None else ts / 1000)
 
-        self._forwarders.append(asyncio.create_task(self._supervise(source, body=forward), name=f"forward:{topic_name}"))
+        async def forward(stream: Stream) -> None:
+            if source is stream:
+                async for event in stream.events():
+                    await send(event, event.value)
+                return
+            # the operators run anew each time (one that raised is over); what they drop is
+            # acknowledged as the stream moves on, so commits advance past it
+            async for value in source._fresh():
+                event = _current_event.get()
+                assert event is not None
+                await send(event, value)
+
+        self._forwarded.append(base)
+        self._forwarders.append(asyncio.create_task(self._supervise(base, body=forward), name=f"forward:{topic_name}"))
         subscriber = self._internal_subscribers.get(topic_name)
         if subscriber is None:
             subscriber = self._internal_subscribers[topic_name] = self._subscriber(topic)
         stream = Stream(subscriber, topic=topic, owner=self)
         self._repartitions[cache_key] = stream
         return stream
+
+
+def _stream_of(source: Chainable) -> Stream:
+    """The agent's stream under ``source`` (itself, or the one a filter/map started from)."""
+    stream = source if isinstance(source, Stream) else getattr(source, "source", None)
+    assert isinstance(stream, Stream)
+    return stream
 
 
 _FAUST_SEND_OPTIONS = {

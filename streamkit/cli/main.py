@@ -11,7 +11,7 @@ from typing import Any
 import click
 import orjson
 
-from ..errors import BrokerUnavailable, ConfigurationError
+from ..errors import AgentFailed, BrokerUnavailable, ConfigurationError
 from ..version import __version__
 from .app_commands import CommandsOfTheApp
 
@@ -37,15 +37,16 @@ def load_app(spec: str) -> Any:
 
 
 def run(coro: Any) -> Any:
-    """Run a client coroutine; broker and configuration errors, and records the broker did not
-    acknowledge, become one line and exit 2."""
+    """Run a client coroutine; broker and configuration errors, records the broker did not
+    acknowledge, and an agent that cannot start while planning the topology become one line
+    and exit 2."""
     from ..transport.pending import DeliveryFailed
 
     if not logging.getLogger().handlers:  # no -l here: the error line says what aiokafka's retries would
         logging.getLogger("aiokafka").addHandler(logging.NullHandler())
     try:
         return asyncio.run(coro)
-    except (BrokerUnavailable, ConfigurationError, DeliveryFailed) as exc:
+    except (AgentFailed, BrokerUnavailable, ConfigurationError, DeliveryFailed) as exc:
         click.echo(f"streamkit: {exc}", err=True)
         sys.exit(2)
 

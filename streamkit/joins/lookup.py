@@ -97,7 +97,11 @@ def stream_table_join(source: "Chainable", table: "Table", *, on: Any, how: str,
         declared = JoinDeclared(owner.name, tuple(m.name for m in topic.members), table, how, detail)
         if declared not in owner.app.joins:  # a restarted agent body declares it again
             owner.app.joins.append(declared)
-    return source._derive(_lookups(source, table, key_of, inner=how == "inner", as_of=as_of))
+    inner = how == "inner"
+    joined = source._derive(_lookups(source, table, key_of, inner=inner, as_of=as_of),
+                            lambda: _lookups(source._fresh(), table, key_of, inner=inner, as_of=as_of))
+    joined.mapped = True  # (value, table value) pairs: a group_by after it keeps no topic value type
+    return joined
 
 
 async def _lookups(source: Any, table: "Table", key_of: Callable[[Any], Any] | None, *, inner: bool,

@@ -3,7 +3,8 @@
 Agents declare group_by/through topics only when their bodies run, so the topology is what a
 worker freezes at start; this starts one on a private in-memory broker (no web, no timers,
 tables in a temporary directory), takes its frozen Topology and stops. Partition counts are
-as declared (or ``topic_partitions``): on a real broker an existing topic's count wins.
+as declared (or ``topic_partitions``): on a real broker an existing topic's count wins. An agent
+that fails before its first record leaves the topology unknown: AgentFailed names it.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ async def plan_topology(app: "App", table_manager: Callable[..., Any] | None = N
         app.conf = dataclasses.replace(conf, driver="memory", broker=f"memory://topology-{uuid.uuid4().hex[:8]}",
                                        web_enabled=False, data_dir=data_dir, broker_connect_timeout=5.0)
         runtime = app.runtime = Runtime(app, table_manager=table_manager)
+        runtime.planning = True
         try:
             await runtime.start()
             assert runtime.topology is not None

@@ -54,6 +54,11 @@ async def serve(app: Any) -> int:
     if runtime.fatal is not None:
         print(f"streamkit: worker halted: {runtime.fatal or repr(runtime.fatal)}", file=sys.stderr)
         return 1
+    failed = [agent.failure for agent in app.agents.values() if agent.failure is not None]
+    if failed:  # it ran without them: stopped, it says so (the orchestrator sees a failure)
+        print(f"streamkit: {failed[0]}" + (f" (and {len(failed) - 1} more agent(s))" if len(failed) > 1 else ""),
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mode import Service
 
-from ..errors import ConfigurationError, StoreWriteFailed, WorkerStopped
+from ..errors import AgentFailed, ConfigurationError, StoreWriteFailed, WorkerStopped
 from ..transport.auth_errors import refusal_in
 from ..transport import TP, Consumer, Producer, create_driver
 from . import gc_tuning, loops
@@ -83,6 +83,7 @@ class Runtime(PartitionOwnership, Service):
         self.purge: RepartitionPurge | None = None
         self._stopping = False
         self._gc_tuned = False
+        self.planning = False  # started only to freeze the topology (planning.py): an agent that cannot start fails it
         super().__init__(**kwargs)
 
     @property
@@ -218,6 +219,10 @@ class Runtime(PartitionOwnership, Service):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + AGENT_START_TIMEOUT
         while True:
+            if self.planning:
+                for agent in self.app.agents.values():
+                    if agent.failure is not None:
+                        raise AgentFailed(str(agent.failure))
             waiting = [a.name for a in self.app.agents.values() if not a.streams_started()]
             if not waiting:
                 return

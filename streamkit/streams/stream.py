@@ -63,39 +63,52 @@ class Chainable:
     def __aiter__(self) -> AsyncIterator[Any]:
         raise NotImplementedError
 
-    def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
+    def _derive(self, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> "Derived":
         raise NotImplementedError
+
+    def _fresh(self) -> AsyncIterator[Any]:
+        """A new iterator over the same values, its operators run anew (a forwarder's restart:
+        an async generator that raised is over)."""
+        raise NotImplementedError
+
+    def _chain(self, step: Callable[[AsyncIterator[Any]], AsyncIterator[Any]]) -> "Derived":
+        """The Derived of ``step`` over this stream, able to build its pipeline again."""
+        return self._derive(step(self), lambda: step(self._fresh()))  # type: ignore[arg-type]
 
     def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
         """Keep values for which ``predicate`` (sync or async) is true; others count as done."""
         is_async = inspect.iscoroutinefunction(predicate)
 
-        async def run() -> AsyncIterator[Any]:
-            async for value in self:
+        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+            async for value in upstream:
                 if (await predicate(value)) if is_async else predicate(value):
                     yield value
 
-        return self._derive(run())
+        return self._chain(run)
 
     def map(self, fn: Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]) -> "Derived":
         """Transform each value with ``fn`` (sync or async)."""
         is_async = inspect.iscoroutinefunction(fn)
 
-        async def run() -> AsyncIterator[Any]:
-            async for value in self:
+        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+            async for value in upstream:
                 yield (await fn(value)) if is_async else fn(value)
 
-        return self._derive(run())
+        derived = self._chain(run)
+        derived.mapped = True
+        return derived
 
     def enumerate(self, start: int = 0) -> "Derived":
         """``(index, value)`` pairs, as Python's enumerate (Faust's)."""
-        async def run() -> AsyncIterator[Any]:
+        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
             i = start
-            async for value in self:
+            async for value in upstream:
                 yield i, value
                 i += 1
 
-        return self._derive(run())
+        derived = self._chain(run)
+        derived.mapped = True
+        return derived
 
     def join(self, table: Any, *, on: Any = None, how: str = "inner", as_of: bool = False) -> "Derived":
         """``(value, table value)`` per record: the table's value for the record's key, or for
@@ -120,15 +133,38 @@ class Chainable:
         then give it out (Faust's)."""
         topics = [getattr(channel, "topic", channel) for channel in channels]
 
-        async def run() -> AsyncIterator[Any]:
-            async for value in self:
+        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+            async for value in upstream:
                 event = current_event()
                 key = event.key if event is not None else None
                 for topic in topics:
                     await topic.send_soon(key=key, value=value)
                 yield value
 
-        return self._derive(run())
+        return self._chain(run)
+
+    def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
+                 key_type: Any = None, value_type: Any = None) -> "Stream":
+        """Re-key through an internal repartition topic; returns the stream of that topic.
+
+        ``key`` is a Record field (``Order.user``), a field name, or a function of the value
+        (then ``name`` is required). Keys land where Kafka's murmur2 partitioner puts them.
+        After ``filter``/``map`` the values they give out are re-keyed and forwarded (Faust's).
+        """
+        return self._owner("group_by").repartition(self, key, name=name, partitions=partitions,
+                                                   key_type=key_type, value_type=value_type)
+
+    def through(self, topic: "Topic | str") -> "Stream":
+        """Forward every record (after ``filter``/``map``: every value they give out) to ``topic``
+        and continue from that topic's stream."""
+        return self._owner("through").through(self, topic)
+
+    def _owner(self, operator: str) -> Any:
+        stream = self if isinstance(self, Stream) else getattr(self, "source", None)
+        owner = getattr(stream, "owner", None)
+        if owner is None:
+            raise RuntimeError(f"{operator} is only available inside an agent")
+        return owner
 
 
 class Stream(Chainable, Generic[T]):
@@ -326,8 +362,11 @@ class Stream(Chainable, Generic[T]):
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._values()
 
-    def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
-        return Derived(self, iterator)
+    def _derive(self, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> "Derived":
+        return Derived(self, iterator, rebuild)
+
+    def _fresh(self) -> AsyncIterator[Any]:
+        return self.__aiter__()
 
     async def _values(self) -> AsyncIterator[Any]:
         take = self._next_in_batch
@@ -432,37 +471,31 @@ class Stream(Chainable, Generic[T]):
     def outer_join(self, *fields: Any) -> Any:
         raise _faust_join("outer_join", "outer")
 
-    def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
-                 key_type: Any = None, value_type: Any = None) -> "Stream":
-        """Re-key through an internal repartition topic; returns the stream of that topic.
-
-        ``key`` is a Record field (``Order.user``), a field name, or a function of the value
-        (then ``name`` is required). Keys land where Kafka's murmur2 partitioner puts them.
-        """
-        if self.owner is None:
-            raise RuntimeError("group_by is only available inside an agent")
-        return self.owner.repartition(self, key, name=name, partitions=partitions,
-                                      key_type=key_type, value_type=value_type)
-
-    def through(self, topic: "Topic | str") -> "Stream":
-        """Forward every record to ``topic`` and continue from that topic's stream."""
-        if self.owner is None:
-            raise RuntimeError("through is only available inside an agent")
-        return self.owner.through(self, topic)
-
 
 class Derived(Chainable):
     """A stream after ``filter``/``map``/``enumerate``/``echo``: iterable, and chainable further."""
 
-    def __init__(self, source: Stream, iterator: AsyncIterator[Any]) -> None:
+    def __init__(self, source: Stream | None, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> None:
         self.source = source
         self._iterator = iterator
+        self._rebuild = rebuild
+        self.mapped = False  # after map/enumerate/join: its values may not be of the topic's value type
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._iterator
 
-    def _derive(self, iterator: AsyncIterator[Any]) -> "Derived":
-        return Derived(self.source, iterator)
+    def _derive(self, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> "Derived":
+        derived = Derived(self.source, iterator, rebuild)
+        derived.mapped = self.mapped
+        return derived
+
+    def _fresh(self) -> AsyncIterator[Any]:
+        if self._rebuild is None:
+            raise RuntimeError("this stream cannot be built again: it was derived from an iterable, not an agent's stream")
+        return self._rebuild()
+
+
+Rebuild = Callable[[], AsyncIterator[Any]]
 
 
 def _faust_join(method: str, how: str) -> TypeError:

@@ -104,11 +104,16 @@ class _RuntimeCollector:
                                             labels=["app"])
             rollbacks.add_metric([app_id], checkpoint.rollbacks)
             yield rollbacks
-        restarts = CounterMetricFamily("streamkit_agent_restarts", "Agent restarts after exceptions",
+        restarts = CounterMetricFamily("streamkit_agent_restarts", "Agent restarts after exceptions (with or without a record held)",
                                        labels=["app", "agent"])
         for name, agent in self.app.agents.items():
             restarts.add_metric([app_id, name], agent.restarts)
         yield restarts
+        failed = GaugeMetricFamily("streamkit_agent_failed", "1 once an agent is failed (agent_max_restarts)",
+                                   labels=["app", "agent"])
+        for name, agent in self.app.agents.items():
+            failed.add_metric([app_id, name], 1 if agent.failure is not None else 0)
+        yield failed
 
 
 class Metrics:

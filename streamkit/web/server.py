@@ -123,7 +123,11 @@ class WebServer:
         tasks = runtime.tasks if runtime is not None else None
         ready = bool(runtime is not None and runtime.fatal is None and (tables is None or tables.ready)
                      and tasks is not None and tasks.running and broker_ok)
+        failed = {name: str(agent.failure) for name, agent in self.app.agents.items() if agent.failure is not None}
+        ready = ready and not failed
         body: dict[str, Any] = {"ready": ready}
+        if failed:
+            body["failed_agents"] = failed
         if tasks is not None:
             body.update(tasks.describe(progress.per_partition if progress is not None else None))
         if not broker_ok:

@@ -87,3 +87,33 @@ async def test_a_repartition_topic_created_with_time_retention_is_named_at_start
         await wait_for(lambda: seen == [1], 60, message="the record processed")
     drift = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and repartition in r.getMessage()]
     assert len(drift) == 1 and "retention.ms=604800000" in drift[0], drift
+
+
+async def test_filter_then_group_by_counts_per_new_key_and_commits_the_dropped_records(broker_address, driver, unique):
+    """Faust's order (filter, then group_by): only what passes is re-keyed, every source record commits."""
+    from tests.helpers import committed_total
+
+    app = sk.App(f"rpf-{unique}", broker=broker_address, driver=driver, commit_interval=0.5, web_enabled=False,
+                 **TEST_CONSUMER_SETTINGS)
+    source = app.topic(f"rpf-in-{unique}", key_type=str, value_type=Reading, partitions=2)
+    counts: dict[str, int] = {}
+
+    @app.agent(source)
+    async def odd_by_sensor(stream):
+        async for reading in stream.filter(lambda r: r.seq % 2).group_by(Reading.sensor):
+            assert sk.current_event().key == reading.sensor
+            counts[reading.sensor] = counts.get(reading.sensor, 0) + 1
+
+    expected: dict[str, int] = {}
+    for i in range(1, 200, 2):
+        expected[f"s{i % 5}"] = expected.get(f"s{i % 5}", 0) + 1
+    async with app.running():
+        assert f"rpf-{unique}-odd_by_sensor-sensor-repartition" in app.runtime.topology.subscribed
+        for i in range(200):
+            await source.send(key=str(i), value=Reading(f"s{i % 5}", i))
+        await wait_for(lambda: counts == expected, 60, message="the counts per sensor")
+
+        async def all_committed() -> bool:
+            return await asyncio.to_thread(committed_total, broker_address, app.id, source.name, 2) == 200
+
+        await wait_for(all_committed, 30, interval=0.5, message="all 200 source records committed")
