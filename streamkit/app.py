@@ -532,33 +532,46 @@ class App:
         self.conf.freeze()
         apply_faust_app_settings(self)
         await self.on_worker_init.send()
+        listeners = self._bind_web()  # before the group is joined: a taken port rebalances no one
         self.runtime = Runtime(self, table_manager=TableManager)
         try:
             await self.runtime.start()
         except BaseException:
+            if listeners is not None:
+                listeners.close()
             runtime, self.runtime = self.runtime, None
             with contextlib.suppress(Exception):
                 await runtime.stop()
             self.conf.freeze(False)
             raise
-        if self.conf.web_enabled:
-            await self._start_web()
+        if listeners is not None:
+            await self._start_web(listeners)
         self._timers = Timers(self.timers, self.clock, lambda: bool(self.is_leader))
         self._timers.start()
         await self.background.start(self)
 
-    async def _start_web(self) -> None:
+    def _bind_web(self) -> Any:
+        """The web server's sockets, bound now (web/binding.py); None without web views."""
+        if not self.conf.web_enabled:
+            return None
+        from .web.binding import bind_web
+
+        try:
+            return bind_web(self.conf)
+        except ConfigurationError:
+            self.conf.freeze(False)
+            raise
+
+    async def _start_web(self, listeners: Any) -> None:
         from .web.server import WebServer
 
         web = WebServer(self)
         try:
-            await web.start()
-        except OSError as exc:
+            await web.start(listeners)
+        except BaseException:
+            listeners.close()
             await self.stop()
-            raise ConfigurationError(
-                f"cannot serve web views on {self.conf.web_host}:{self.conf.web_port} ({exc.strerror}); "
-                "choose another --web-port or set web_enabled=False"
-            ) from None
+            raise
         self.web = web
         runtime = self.runtime
         runtime.checkpoint.observers.append(web.metrics.commit_seconds.observe)
