@@ -17,6 +17,7 @@ from .signals import Signal
 from .tables.rocks_options import RocksTuning
 from .timers import Clock, Timer, Timers
 from .topics import Topic
+from .runtime.topic_creation import TopicsOnFirstSend
 from .transport import Driver, Producer, create_driver
 
 log = logging.getLogger("streamkit.app")
@@ -64,6 +65,7 @@ class App:
         self._driver: Driver | None = None
         self._client_producer: Producer | None = None
         self._producer_lock: asyncio.Lock | None = None
+        self.topic_creation = TopicsOnFirstSend(self)  # a topic first sent to later is created first
         self.leader_topic = Topic(self, f"{self.id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{self.id}-replies", partitions=1, internal=True)
         self.cluster_topic = Topic(self, f"{self.id}-__cluster", partitions=1, internal=True,
@@ -411,6 +413,7 @@ class App:
         declared = {t.name: t.partitions for t in topics}
         described = await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared,
                                         self.conf.broker_connect_timeout)
+        self.topic_creation.exist(described)
         return {name: info.partitions for name, info in described.items()}
 
     def copartition_group(self, subscribed: Iterable[str]) -> list[str]:
@@ -482,6 +485,8 @@ class App:
     async def send_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                        timestamp: int | None = None, partition: int | None = None,
                        track: bool = True) -> asyncio.Future | None:
+        if topic not in self.topic_creation.known:  # first sent to: created with the app's settings
+            await self.topic_creation.ensure(topic)
         producer = await self.producer()
         return await producer.send(topic, key, value, headers=headers, timestamp=timestamp, partition=partition,
                                    track=track)
