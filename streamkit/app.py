@@ -17,6 +17,7 @@ from .signals import Signal
 from .tables.rocks_options import RocksTuning
 from .timers import Clock, Timer, Timers
 from .topics import Topic
+from .runtime.topic_creation import TopicsOnFirstSend
 from .transport import Driver, Producer, create_driver
 
 log = logging.getLogger("streamkit.app")
@@ -64,6 +65,7 @@ class App:
         self._driver: Driver | None = None
         self._client_producer: Producer | None = None
         self._producer_lock: asyncio.Lock | None = None
+        self.topic_creation = TopicsOnFirstSend(self)  # a topic first sent to later is created first
         self.leader_topic = Topic(self, f"{self.id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{self.id}-replies", partitions=1, internal=True)
         self.cluster_topic = Topic(self, f"{self.id}-__cluster", partitions=1, internal=True,
@@ -414,6 +416,7 @@ class App:
         declared = {t.name: t.partitions for t in topics}
         described = await ensure_topics(self.driver, self.conf.bootstrap_servers, specs, declared,
                                         self.conf.broker_connect_timeout, self.derived_topics(declared))
+        self.topic_creation.exist(described)
         return {name: info.partitions for name, info in described.items()}
 
     def derived_topics(self, names: Iterable[str]) -> list[str]:
@@ -497,6 +500,8 @@ class App:
     async def send_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                        timestamp: int | None = None, partition: int | None = None,
                        track: bool = True) -> asyncio.Future | None:
+        if topic not in self.topic_creation.known:  # first sent to: created with the app's settings
+            await self.topic_creation.ensure(topic)
         producer = await self.producer()
         return await producer.send(topic, key, value, headers=headers, timestamp=timestamp, partition=partition,
                                    track=track)
@@ -547,33 +552,46 @@ class App:
         self.conf.freeze()
         apply_faust_app_settings(self)
         await self.on_worker_init.send()
+        listeners = self._bind_web()  # before the group is joined: a taken port rebalances no one
         self.runtime = Runtime(self, table_manager=TableManager)
         try:
             await self.runtime.start()
         except BaseException:
+            if listeners is not None:
+                listeners.close()
             runtime, self.runtime = self.runtime, None
             with contextlib.suppress(Exception):
                 await runtime.stop()
             self.conf.freeze(False)
             raise
-        if self.conf.web_enabled:
-            await self._start_web()
+        if listeners is not None:
+            await self._start_web(listeners)
         self._timers = Timers(self.timers, self.clock, lambda: bool(self.is_leader))
         self._timers.start()
         await self.background.start(self)
 
-    async def _start_web(self) -> None:
+    def _bind_web(self) -> Any:
+        """The web server's sockets, bound now (web/binding.py); None without web views."""
+        if not self.conf.web_enabled:
+            return None
+        from .web.binding import bind_web
+
+        try:
+            return bind_web(self.conf)
+        except ConfigurationError:
+            self.conf.freeze(False)
+            raise
+
+    async def _start_web(self, listeners: Any) -> None:
         from .web.server import WebServer
 
         web = WebServer(self)
         try:
-            await web.start()
-        except OSError as exc:
+            await web.start(listeners)
+        except BaseException:
+            listeners.close()
             await self.stop()
-            raise ConfigurationError(
-                f"cannot serve web views on {self.conf.web_host}:{self.conf.web_port} ({exc.strerror}); "
-                "choose another --web-port or set web_enabled=False"
-            ) from None
+            raise
         self.web = web
         runtime = self.runtime
         runtime.checkpoint.observers.append(web.metrics.commit_seconds.observe)

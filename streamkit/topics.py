@@ -81,8 +81,10 @@ class Topic:
         from .runtime.topic_admin import ensure_topics
 
         conf = self.app.conf
-        await ensure_topics(self.app.driver, conf.bootstrap_servers, [self.spec(conf.topic_partitions, conf.topic_replicas)],
-                            {self.name: self.partitions}, conf.broker_connect_timeout)
+        described = await ensure_topics(self.app.driver, conf.bootstrap_servers,
+                                        [self.spec(conf.topic_partitions, conf.topic_replicas)],
+                                        {self.name: self.partitions}, conf.broker_connect_timeout)
+        self.app.topic_creation.exist(described)
 
     async def maybe_declare(self) -> None:
         """Faust's ``maybe_declare()``: ``declare()`` (creating a topic that exists is a no-op)."""
@@ -145,16 +147,20 @@ class Topic:
 
     def try_send_soon(self, key: Any = None, value: Any = None) -> bool:
         """``send_soon`` without a coroutine when the producer has room (False: use ``send_soon``)."""
-        runtime = self.app.runtime
-        if runtime is None or runtime.producer is None or self.app.sensors.active:
+        app = self.app
+        runtime = app.runtime
+        if runtime is None or runtime.producer is None or app.sensors.active:
             return False
+        if self.name not in app.topic_creation.known:
+            return False  # not created yet: send_soon creates it first
         return runtime.producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
 
     def bound_try_send_soon(self) -> Callable[[Any, Any], bool] | None:
         """``try_send_soon`` with the running worker's producer and this topic's codecs looked
-        up once (an agent's batch loop calls it per record); None before the worker starts."""
+        up once (an agent's batch loop calls it per record); None before the worker starts, or
+        while the topic is not created yet (its first send creates it: ``send_soon``)."""
         runtime = self.app.runtime
-        if runtime is None or runtime.producer is None:
+        if runtime is None or runtime.producer is None or self.name not in self.app.topic_creation.known:
             return None
         sensors, try_send, name = self.app.sensors, runtime.producer.try_send, self.name
         encode_key, encode_value = self.key_codec.encode, self.value_codec.encode
@@ -175,7 +181,8 @@ class Topic:
             await self._send_sensed(key, value, key_bytes, value_bytes, headers, ts, partition)
             return
         producer = self.app.runtime.producer if self.app.runtime is not None else None
-        if producer is not None and producer.try_send(self.name, key_bytes, value_bytes, partition, headers, ts):
+        if (producer is not None and self.name in self.app.topic_creation.known
+                and producer.try_send(self.name, key_bytes, value_bytes, partition, headers, ts)):
             return
         await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts, partition=partition,
                                 track=False)

@@ -14,6 +14,7 @@ import orjson
 from ..errors import AgentFailed, BrokerUnavailable, ConfigurationError
 from ..version import __version__
 from .app_commands import CommandsOfTheApp
+from .send_target import send_target
 
 
 class Misuse(click.ClickException):
@@ -169,7 +170,10 @@ def send(app_spec: str, target: str, key: str | None, value: str, partition: int
     except orjson.JSONDecodeError as exc:
         raise Misuse(f"--value is not JSON: {exc}") from None
 
-    topic = app.agents[target].topic if target in app.agents else (app.topics.get(target) or app.topic(target))
+    try:
+        topic = send_target(app, target)  # an undeclared topic is refused, not created
+    except ConfigurationError as exc:
+        raise Misuse(str(exc)) from None
     obj = _typed_value(topic, decoded)  # checked before anything connects
 
     async def go() -> tuple[int, int]:

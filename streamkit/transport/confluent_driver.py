@@ -89,6 +89,8 @@ class ConfluentConsumer(Consumer):
                 "max.poll.interval.ms": settings.max_poll_interval_ms,
                 # librdkafka's 1 s default backoff starves a Python consume loop (docs/architecture.md, Transport).
                 "fetch.queue.backoff.ms": 10,
+                # a topic the worker reads is created by it, with its settings (runtime/topic_admin.py)
+                "allow.auto.create.topics": False,
             }
         )
         if settings.exactly_once:  # also makes committed-offset fetches wait for stable offsets

@@ -34,6 +34,10 @@ class ConfluentProducer(Producer):
                 "linger.ms": settings.linger_ms,
                 "compression.type": compression(settings) or "none",
                 "partitioner": "murmur2_random",  # Java-compatible key placement
+                # librdkafka's producer default is true: a send to a missing topic would have the
+                # broker create it with its own partition count; the app creates topics it sends
+                # to with its settings before their first send (runtime/topic_creation.py)
+                "allow.auto.create.topics": False,
             }
         )
         conf.update(reveal_config(settings.producer_config))

@@ -15,7 +15,7 @@ from aiohttp import web
 from ..models.record import dumps
 from .metrics import Metrics
 from .routing import decode_url_key, error, route_key
-from .tls import server_context
+from .binding import Listeners, bind_web
 
 if TYPE_CHECKING:
     from ..app import App
@@ -93,12 +93,13 @@ class WebServer:
             return error(401, "missing or wrong bearer token")
         return await handler(request)
 
-    async def start(self) -> None:
+    async def start(self, listeners: Listeners | None = None) -> None:
+        """Serve on ``listeners`` (bound before the worker joined its group), else bind now."""
+        listeners = listeners or bind_web(self.app.conf)
         self._runner = web.AppRunner(self.build(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.app.conf.web_host, self.app.conf.web_port,
-                           ssl_context=server_context(self.app.conf))
-        await site.start()
+        for sock in listeners.sockets:
+            await web.SockSite(self._runner, sock, ssl_context=listeners.ssl_context).start()
         log.info("web server on %s", self.url)
 
     async def stop(self) -> None:

@@ -67,6 +67,16 @@ def test_send_of_a_json_string_to_a_bytes_topic_sends_its_bytes(app_module):
     assert "cannot reach the Kafka broker" in out  # the value passed; only the (absent) broker stopped it
 
 
+@pytest.mark.parametrize("target, expected", [
+    ("order", "did you mean 'orders'?"),
+    ("nosuchtopc", "did you mean one of its topics (blobs, orders)?"),
+])
+def test_send_to_a_topic_the_app_does_not_declare_is_refused_before_connecting(app_module, target, expected):
+    out = invoke("send", "-A", app_module, target, "--value", "1")
+    assert f"{target!r} is neither a topic nor an agent of app 'cli-errors'" in out, out
+    assert expected in out and "app.topic(" in out and "cannot reach" not in out, out
+
+
 def test_topics_create_with_a_malformed_config_pair(app_module):
     out = invoke("topics", "create", "x", "--config", "retention.ms", "-A", app_module)
     assert out.endswith("--config takes key=value (e.g. retention.ms=86400000), got 'retention.ms'"), out

@@ -158,6 +158,27 @@ async def test_a_taken_web_port_is_a_clear_startup_error(tmp_path):
     assert other.runtime is None
 
 
+async def test_a_taken_web_port_is_refused_before_joining_the_group(tmp_path):
+    """The port is bound before the group is joined: the healthy worker sees no rebalance."""
+    app, _, _ = build(tmp_path / "a")
+    other, _, _ = build(tmp_path / "b", name=app.id, web_port=app.conf.web_port)
+    broker = MemoryBroker.named(app.id)
+    async with app.running():
+        await wait_for(lambda: app.runtime.rebalances, 10)
+        generation = broker.generations[app.id]
+        try:
+            await other.start()
+        except sk.ConfigurationError as exc:
+            assert str(app.conf.web_port) in str(exc)
+        else:
+            await other.stop()
+            raise AssertionError("a second worker bound the same web port")
+        assert broker.generations[app.id] == generation, "the refused worker joined the group"
+        third, _, _ = build(tmp_path / "c", name=app.id)  # a joining worker does move the generation
+        async with third.running():
+            await wait_for(lambda: broker.generations[app.id] > generation, 10)
+
+
 async def test_queries_are_forwarded_to_the_owners_advertised_url(tmp_path):
     """``web_advertised_url`` is what the other workers forward to (here ``localhost``, where the
     default would be ``http://127.0.0.1:<port>``); an advertised URL nobody answers is a 503
