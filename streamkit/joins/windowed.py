@@ -292,11 +292,16 @@ class WindowJoin(TopicGroup):
         if now is None or ts > now:
             state.stream_time = now = ts
             part.cache[STREAM_TIME_KEY] = _TIME.pack(ts)
+        self._let_go(state, part, now, out)
+        return out
+
+    def _let_go(self, state: _Buffered, part: TablePartition, now: int, out: list[Joined]) -> None:
+        """Every buffered record whose window the stream time ``now`` closed leaves the buffer;
+        the unpaired ones go to ``out``, alone."""
         leaving = state.leaving
         while leaving and leaving[0][0] < now:
             _, gone = heapq.heappop(leaving)
             out.extend(self._leave(state, part, gone))
-        return out
 
     def idle_poll(self) -> float | None:
         """Seconds a stream may wait for records before ``close_idle`` has to look again; None:
@@ -328,10 +333,7 @@ class WindowJoin(TopicGroup):
                 continue
             state.stream_time = moved
             part.cache[STREAM_TIME_KEY] = _TIME.pack(moved)
-            leaving = state.leaving
-            while leaving and leaving[0][0] < moved:
-                _, gone = heapq.heappop(leaving)
-                out.extend(self._leave(state, part, gone))
+            self._let_go(state, part, moved, out)
         return out
 
     def _leave(self, state: _Buffered, part: TablePartition, store_key: bytes) -> list[Joined]:
