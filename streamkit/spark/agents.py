@@ -26,6 +26,9 @@ from ..streams.stream import Stream
 from ..transport.base import TP, Message
 from . import rows
 from .apps import load_app
+from .task_errors import task_failed
+
+BEFORE_ANY_RECORD = "its start (before any record)"
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
@@ -236,17 +239,30 @@ class AgentTask:
         self.app_spec, self.agent_name = app_spec, agent_name
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        run = AgentRun(self.app_spec, self.agent_name)
+        try:
+            run = AgentRun(self.app_spec, self.agent_name)
+        except Exception as exc:
+            raise task_failed(self.agent_name, BEFORE_ANY_RECORD, exc) from exc
         loop = asyncio.new_event_loop()
         try:
             for batch in batches:
-                events = run.decode(messages_of(batch))
-                if events:
-                    loop.run_until_complete(drive(run, events))
+                try:
+                    events = run.decode(messages_of(batch))
+                    if events:
+                        loop.run_until_complete(drive(run, events))
+                except Exception as exc:  # the policy's stop, or streamkit's own failure
+                    raise task_failed(self.agent_name, _where(batch), exc) from exc
                 yield run.out.batch()
                 run.out = SinkRows()
         finally:
             loop.close()
+
+
+def _where(batch: pa.RecordBatch) -> str:
+    """``topic[partition]`` of a task's batch (one Kafka partition a task)."""
+    if batch.num_rows == 0:
+        return "an empty batch"
+    return f"{batch.column('topic')[0].as_py()}[{batch.column('partition')[0].as_py()}]"
 
 
 def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
@@ -263,7 +279,10 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
     class FoldProcessor(StatefulProcessor):
         def init(self, handle: Any) -> None:
-            self.run = AgentRun(app_spec, agent_name)
+            try:
+                self.run = AgentRun(app_spec, agent_name)
+            except Exception as exc:
+                raise task_failed(agent_name, BEFORE_ANY_RECORD, exc) from exc
             self.fold = self.run.agent.fold
             self.state = handle.getValueState("state", state_schema)
 
@@ -271,11 +290,15 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             run = self.run
             ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
             run.out = SinkRows()
-            events = run.decode([Message(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
-                                         [(h["key"], h["value"]) for h in r["headers"] or ()], None)
-                                 for r in ordered])
-            if events:  # none when every record failed to decode: only their DLQ rows go out
-                self._fold(events)
+            try:
+                events = run.decode([Message(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
+                                             [(h["key"], h["value"]) for h in r["headers"] or ()], None)
+                                     for r in ordered])
+                if events:  # none when every record failed to decode: only their DLQ rows go out
+                    self._fold(events)
+            except Exception as exc:  # the policy's stop, or streamkit's own failure
+                where = f"{ordered[0]['topic']}[{ordered[0]['partition']}]" if ordered else "an empty group"
+                raise task_failed(agent_name, where, exc) from exc
             out = run.out
             for i in range(len(out.topic)):
                 yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],

@@ -11,6 +11,7 @@ from . import rows
 from .agents import AgentTask, check_runnable, fold_processor
 from .apps import spec_of
 from .session import spark_session
+from .shipping import check_executors, forwarded_environment, is_local, ship
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -31,19 +32,34 @@ class SparkFacade:
         self.app = app
         self._session: "SparkSession | None" = None
         self.master = "local[2]"
+        self.conf: dict[str, str] = {}  # Spark settings for the session this starts (--conf)
+        self.py_files: list[str] = []  # sent to a cluster's executors besides the app's own package
 
     @property
     def session(self) -> "SparkSession":
         if self._session is None:
-            self._session = spark_session(self.master)
+            conf = self.conf if is_local(self.master) else {**forwarded_environment(), **self.conf}
+            session = spark_session(self.master, conf=conf)
+            self._prepare_executors(session)
+            self._session = session
         return self._session
 
     def use(self, session: "SparkSession") -> None:
-        """Run on an existing session (the data source is registered on it)."""
+        """Run on an existing session (the data source is registered on it; on a cluster, the
+        app is sent to the executors and checked there)."""
         from .session import register
 
         register(session)
+        self._prepare_executors(session)
         self._session = session
+
+    def _prepare_executors(self, session: "SparkSession") -> None:
+        """On a cluster: send the app's package (and ``py_files``) and check that the executors
+        import streamkit and the app (spark/shipping.py). ``local[N]`` shares the driver's path."""
+        if is_local(session.sparkContext.master):
+            return
+        spec = spec_of(self.app)
+        check_executors(session, spec, ship(session, spec, self.py_files))
 
     def options(self, **extra: Any) -> dict[str, str]:
         """The data source options that connect to this app's broker."""

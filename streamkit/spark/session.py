@@ -13,6 +13,14 @@ def register(session: Any) -> None:
     session.dataSource.register(StreamkitDataSource)
 
 
+def _on_loopback(master: str) -> bool:
+    """``spark://127.0.0.1:7077`` (or localhost): a standalone master on this machine's loopback."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(master).hostname or ""
+    return master.startswith("spark://") and (host == "localhost" or host.startswith("127."))
+
+
 def spark_session(master: str = "local[2]", *, app_name: str = "streamkit", conf: dict[str, str] | None = None) -> Any:
     """Get or create the session. Local masters bind to 127.0.0.1 and serve no UI.
 
@@ -21,6 +29,8 @@ def spark_session(master: str = "local[2]", *, app_name: str = "streamkit", conf
     """
     from pyspark.sql import SparkSession
 
+    if master.startswith("local") or _on_loopback(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the driver's JVM: no other address tried
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     paths = [os.getcwd()] + [p for p in sys.path if p and os.path.isdir(p)]
@@ -32,7 +42,8 @@ def spark_session(master: str = "local[2]", *, app_name: str = "streamkit", conf
                .config("spark.sql.shuffle.partitions", os.environ.get("STREAMKIT_SPARK_SHUFFLE_PARTITIONS", "4"))
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                .config("spark.ui.showConsoleProgress", "false"))
-    if master.startswith("local"):
+    if master.startswith("local") or _on_loopback(master):
+        # a local session, or a cluster on this machine's loopback (tests): nothing listens elsewhere
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false"))
     for key, value in (conf or {}).items():
