@@ -7,6 +7,7 @@ import logging
 from typing import Any, AsyncIterator, Callable, Iterable
 
 from .agents.agent import Agent
+from .agents.naming import default_topic_name
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError, exception_types, refuse_faust_options
@@ -172,7 +173,8 @@ class App:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
         plain ``def fn(value)`` whose result (unless None) goes to the sinks.
 
-        Without a channel the agent gets its own topic ``<app-id>-<name>``, typed by ``key_type``
+        Without a channel the agent gets its own topic, named as Faust names it:
+        ``<app-id>-<module>.<function>`` (``<app-id>-<name>`` with ``name=``), typed by ``key_type``
         and ``value_type`` as in Faust (``@app.agent(value_type=str)``). ``no_retry``: exception
         types whose records go to the error policy at once (with the ``agent_no_retry`` setting's).
         """
@@ -196,14 +198,15 @@ class App:
             agent_name = name or fun.__name__
             if agent_name in self.agents:
                 raise ConfigurationError(f"agent {agent_name!r} is defined twice")
-            if channel is None:
-                topic = self.topic(f"{self.id}-{agent_name}", key_type=key_type, value_type=value_type)
+            if channel is None:  # Faust's name: <id>-<module>.<function> (agents/naming.py)
+                topic = self.topic(default_topic_name(self.id, fun, name), key_type=key_type, value_type=value_type)
             elif isinstance(channel, str):
                 topic = self.topic(channel)
             else:
                 topic = channel
             agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink, fold=fold,
                           no_retry=no_retry)
+            agent.default_topic = channel is None
             self.agents[agent_name] = agent
             return agent
 
