@@ -227,14 +227,19 @@ class App:
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
               help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, history: Any = None,
-              **faust_only: Any) -> Any:
+              changelog_topic: Topic | None = None, **faust_only: Any) -> Any:
         """A changelog-backed dict, co-partitioned with the topics whose records write to it;
         ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py);
-        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py)."""
+        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py);
+        ``changelog_topic=`` (Faust's): a topic the app declared is the changelog (tables/declared_changelog.py)."""
         from .tables.table import Table
 
         refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
         if history is not None:
+            if changelog_topic is not None:
+                raise ConfigurationError(f"app.Table({name!r}, history=..., changelog_topic=...): a history table's "
+                                         "changelog holds past values in streamkit's own format, which the topic's "
+                                         "readers would not read; leave out changelog_topic")
             from functools import partial
 
             from .joins.versioned import VersionedTable
@@ -243,7 +248,8 @@ class App:
                                     partitions, store, help)
             table.on_window_close = on_window_close
             return table
-        table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
+        table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help,
+                                changelog_topic)
         table.on_window_close = on_window_close
         return table
 
@@ -269,19 +275,21 @@ class App:
 
     def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                     value_type: Any = None, partitions: int | None = None, store: str | None = None,
-                    help: str = "", **faust_only: Any) -> Any:
+                    help: str = "", changelog_topic: Topic | None = None, **faust_only: Any) -> Any:
         """A table every worker holds in full, kept current from its changelog."""
         from .tables.table import GlobalTable
 
         refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
-        return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help)
+        return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help,
+                               changelog_topic)
 
     def _add_table(self, cls: Any, name: str, default: Any, key_type: Any, value_type: Any, partitions: Any,
-                   store: Any, help: str) -> Any:
+                   store: Any, help: str, changelog_topic: Topic | None = None) -> Any:
         if name in self.tables:
             raise ConfigurationError(f"table {name!r} is defined twice")
+        more = {"changelog_topic": changelog_topic} if changelog_topic is not None else {}
         table = cls(self, name, default=default, key_type=key_type, value_type=value_type, partitions=partitions,
-                    store=store, help=help)
+                    store=store, help=help, **more)
         self.tables[name] = table
         return table
 
@@ -425,9 +433,10 @@ class App:
     def derived_topics(self, names: Iterable[str]) -> list[str]:
         """The topics whose content the app derived from its input, which ``streamkit reset``
         deletes: its tables' changelogs, its leader, reply and cluster topics, and the group_by
-        repartition topics among ``names``."""
+        repartition topics among ``names``. Not a topic the app declared as a table's changelog
+        (``changelog_topic=``): others may read it, and it is no more internal than any declared topic."""
         own = {self.leader_topic.name, self.reply_topic.name, self.cluster_topic.name}
-        own.update(table.changelog.name for table in self.tables.values())
+        own.update(table.changelog.name for table in self.tables.values() if not table.changelog_declared)
         own.update(n for n in names if n.startswith(f"{self.id}-") and n.endswith("-repartition"))
         return sorted(own)
 
@@ -450,6 +459,7 @@ class App:
         ConfigurationError saying what to change (``tables.table.resolve_partitions``).
         """
         from .joins.checks import check_joins, check_table_joins
+        from .tables.declared_changelog import warn_if_not_compacted
         from .tables.table import resolve_partitions
 
         check_joins(self.joins, {name: counts.get(name) or (self.topics[name].partitions if name in self.topics else None)
@@ -465,7 +475,9 @@ class App:
             if table.declared_partitions is None and not table.is_global:
                 log.info("table %r has %d partitions, as its source topics (%s)", table.name, table.partitions,
                          ", ".join(sources) or "none: topic_partitions")
-        return await self.ensure_topics()
+        counts = await self.ensure_topics()
+        await warn_if_not_compacted(self)  # a declared changelog_topic= made elsewhere without compaction
+        return counts
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -684,7 +696,6 @@ _FAUST_TABLE_OPTIONS = {
                        "group_by (or use app.GlobalTable)",
     "is_global": "declare it with app.GlobalTable(...)",
     "window": "make it windowed with .tumbling(size)/.hopping(size, step)/.session(gap)/.sliding(size)",
-    "changelog_topic": "the changelog is <app-id>-<table>-changelog (table.changelog_topic)",
     "extra_topic_configs": "create the changelog topic yourself with its configs before the first start",
     "recovery_buffer_size": "recovery applies the changelog in the driver's fetch batches",
     "standby_buffer_size": "standbys apply the changelog in the driver's fetch batches",
