@@ -116,6 +116,9 @@ def test_what_cannot_be_a_changelog_is_refused(tmp_path):
         app.Table("d", changelog_topic=four)
     with pytest.raises(ConfigurationError, match="app.topic"):
         app.Table("e", changelog_topic="four")
+    windowed = app.Table("w", changelog_topic=app.topic("windows"))
+    with pytest.raises(ConfigurationError, match="on_window_close"):
+        windowed.tumbling(60)
     typed = app.topic("typed", value_type=int)
     with pytest.raises(ConfigurationError, match="value_type"):
         app.Table("f", value_type=str, changelog_topic=typed)
