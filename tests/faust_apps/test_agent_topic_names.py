@@ -16,7 +16,7 @@ import streamkit
 from tests.faust_apps.faust_env import IMPORTS, faust_python
 
 APP = '''
-import streamkit as faust
+{imports}
 
 app = faust.App("{app_id}", broker="{broker}", driver="{driver}", web_enabled=False)
 
@@ -39,13 +39,13 @@ if __name__ == "__main__":
 
 
 def as_faust(source: str) -> str:
-    for ours, fausts in IMPORTS.items():
-        source = source.replace(ours, fausts)
     return source.replace(', driver="memory"', "").replace(", web_enabled=False", "")
 
 
 def write_app(directory: Path, module: str, app_id: str, broker: str = "memory://names", faust: bool = False) -> Path:
-    source = APP.format(app_id=app_id, broker="kafka://127.0.0.1:1" if faust else broker, driver="memory")
+    ours, fausts = next(iter(IMPORTS.items()))  # the one line a Faust app changes
+    source = APP.format(imports=(fausts if faust else ours).strip(), app_id=app_id,
+                        broker="kafka://127.0.0.1:1" if faust else broker, driver="memory")
     path = directory / f"{module}.py"
     path.write_text(as_faust(source) if faust else source)
     return path
