@@ -7,7 +7,7 @@ import logging
 from typing import Any, AsyncIterator, Callable, Iterable
 
 from .agents.agent import Agent
-from .agents.naming import default_topic_name
+from .agents.naming import default_topic_name, warn_of_old_agent_topics
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError, exception_types, refuse_faust_options
@@ -449,8 +449,9 @@ class App:
         return sorted(set(subscribed) - own)
 
     async def resolve_tables(self, subscribed: Iterable[str], counts: dict[str, int]) -> dict[str, int]:
-        """Settle every table's partition count, then create or check the changelogs; returns
-        each topic's partition count as the broker reports it.
+        """Settle every table's partition count, then create or check the changelogs (warning of
+        uncompacted declared changelogs and old agent topics); returns each topic's partition
+        count as the broker reports it.
 
         The worker calls this once at start, after agents declared their group_by topics and
         before it first subscribes. ``subscribed``: the topics agents read; ``counts``: their
@@ -477,6 +478,8 @@ class App:
                          ", ".join(sources) or "none: topic_partitions")
         counts = await self.ensure_topics()
         await warn_if_not_compacted(self)  # a declared changelog_topic= made elsewhere without compaction
+        if not getattr(self.runtime, "planning", False):
+            await warn_of_old_agent_topics(self)  # agents took Faust's topic names (agents/naming.py)
         return counts
 
     # -- clients --------------------------------------------------------------------------------

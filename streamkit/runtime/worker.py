@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from mode import Service
 
-from ..agents.naming import warn_of_old_agent_topics
 from ..errors import AgentFailed, ConfigurationError, StoreWriteFailed, WorkerStopped
 from ..transport.auth_errors import refusal_in
 from ..transport import TP, Consumer, Producer, create_driver
@@ -133,8 +132,6 @@ class Runtime(PartitionOwnership, Service):
 
     async def on_start(self) -> None:
         await self.ensure_topics()  # bounded retry: BrokerUnavailable if the broker is not there
-        if not self.planning:
-            await warn_of_old_agent_topics(self.app)  # agents/naming.py: agents took Faust's topic names
         await self._start_producer()
         for agent in self.app.agents.values():
             agent.start(self)
