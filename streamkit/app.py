@@ -7,6 +7,7 @@ import logging
 from typing import Any, AsyncIterator, Callable, Iterable
 
 from .agents.agent import Agent
+from .agents.naming import default_topic_name, warn_of_old_agent_topics
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError, exception_types, refuse_faust_options
@@ -172,7 +173,8 @@ class App:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
         plain ``def fn(value)`` whose result (unless None) goes to the sinks.
 
-        Without a channel the agent gets its own topic ``<app-id>-<name>``, typed by ``key_type``
+        Without a channel the agent gets its own topic, named as Faust names it:
+        ``<app-id>-<module>.<function>`` (``<app-id>-<name>`` with ``name=``), typed by ``key_type``
         and ``value_type`` as in Faust (``@app.agent(value_type=str)``). ``no_retry``: exception
         types whose records go to the error policy at once (with the ``agent_no_retry`` setting's).
         """
@@ -196,14 +198,15 @@ class App:
             agent_name = name or fun.__name__
             if agent_name in self.agents:
                 raise ConfigurationError(f"agent {agent_name!r} is defined twice")
-            if channel is None:
-                topic = self.topic(f"{self.id}-{agent_name}", key_type=key_type, value_type=value_type)
+            if channel is None:  # Faust's name: <id>-<module>.<function> (agents/naming.py)
+                topic = self.topic(default_topic_name(self.id, fun, name), key_type=key_type, value_type=value_type)
             elif isinstance(channel, str):
                 topic = self.topic(channel)
             else:
                 topic = channel
             agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink, fold=fold,
                           no_retry=no_retry)
+            agent.default_topic = channel is None
             self.agents[agent_name] = agent
             return agent
 
@@ -224,14 +227,19 @@ class App:
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
               help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, history: Any = None,
-              **faust_only: Any) -> Any:
+              changelog_topic: Topic | None = None, **faust_only: Any) -> Any:
         """A changelog-backed dict, co-partitioned with the topics whose records write to it;
         ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py);
-        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py)."""
+        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py);
+        ``changelog_topic=`` (Faust's): a topic the app declared is the changelog (tables/declared_changelog.py)."""
         from .tables.table import Table
 
         refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
         if history is not None:
+            if changelog_topic is not None:
+                raise ConfigurationError(f"app.Table({name!r}, history=..., changelog_topic=...): a history table's "
+                                         "changelog holds past values in streamkit's own format, which the topic's "
+                                         "readers would not read; leave out changelog_topic")
             from functools import partial
 
             from .joins.versioned import VersionedTable
@@ -240,7 +248,8 @@ class App:
                                     partitions, store, help)
             table.on_window_close = on_window_close
             return table
-        table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
+        table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help,
+                                changelog_topic)
         table.on_window_close = on_window_close
         return table
 
@@ -266,19 +275,21 @@ class App:
 
     def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                     value_type: Any = None, partitions: int | None = None, store: str | None = None,
-                    help: str = "", **faust_only: Any) -> Any:
+                    help: str = "", changelog_topic: Topic | None = None, **faust_only: Any) -> Any:
         """A table every worker holds in full, kept current from its changelog."""
         from .tables.table import GlobalTable
 
         refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
-        return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help)
+        return self._add_table(GlobalTable, name, default, key_type, value_type, partitions, store, help,
+                               changelog_topic)
 
     def _add_table(self, cls: Any, name: str, default: Any, key_type: Any, value_type: Any, partitions: Any,
-                   store: Any, help: str) -> Any:
+                   store: Any, help: str, changelog_topic: Topic | None = None) -> Any:
         if name in self.tables:
             raise ConfigurationError(f"table {name!r} is defined twice")
+        more = {"changelog_topic": changelog_topic} if changelog_topic is not None else {}
         table = cls(self, name, default=default, key_type=key_type, value_type=value_type, partitions=partitions,
-                    store=store, help=help)
+                    store=store, help=help, **more)
         self.tables[name] = table
         return table
 
@@ -422,9 +433,10 @@ class App:
     def derived_topics(self, names: Iterable[str]) -> list[str]:
         """The topics whose content the app derived from its input, which ``streamkit reset``
         deletes: its tables' changelogs, its leader, reply and cluster topics, and the group_by
-        repartition topics among ``names``."""
+        repartition topics among ``names``. Not a topic the app declared as a table's changelog
+        (``changelog_topic=``): others may read it, and it is no more internal than any declared topic."""
         own = {self.leader_topic.name, self.reply_topic.name, self.cluster_topic.name}
-        own.update(table.changelog.name for table in self.tables.values())
+        own.update(table.changelog.name for table in self.tables.values() if not table.changelog_declared)
         own.update(n for n in names if n.startswith(f"{self.id}-") and n.endswith("-repartition"))
         return sorted(own)
 
@@ -437,8 +449,9 @@ class App:
         return sorted(set(subscribed) - own)
 
     async def resolve_tables(self, subscribed: Iterable[str], counts: dict[str, int]) -> dict[str, int]:
-        """Settle every table's partition count, then create or check the changelogs; returns
-        each topic's partition count as the broker reports it.
+        """Settle every table's partition count, then create or check the changelogs (warning of
+        uncompacted declared changelogs and old agent topics); returns each topic's partition
+        count as the broker reports it.
 
         The worker calls this once at start, after agents declared their group_by topics and
         before it first subscribes. ``subscribed``: the topics agents read; ``counts``: their
@@ -447,6 +460,7 @@ class App:
         ConfigurationError saying what to change (``tables.table.resolve_partitions``).
         """
         from .joins.checks import check_joins, check_table_joins
+        from .tables.declared_changelog import warn_if_not_compacted
         from .tables.table import resolve_partitions
 
         check_joins(self.joins, {name: counts.get(name) or (self.topics[name].partitions if name in self.topics else None)
@@ -462,7 +476,11 @@ class App:
             if table.declared_partitions is None and not table.is_global:
                 log.info("table %r has %d partitions, as its source topics (%s)", table.name, table.partitions,
                          ", ".join(sources) or "none: topic_partitions")
-        return await self.ensure_topics()
+        counts = await self.ensure_topics()
+        await warn_if_not_compacted(self)  # a declared changelog_topic= made elsewhere without compaction
+        if not getattr(self.runtime, "planning", False):
+            await warn_of_old_agent_topics(self)  # agents took Faust's topic names (agents/naming.py)
+        return counts
 
     # -- clients --------------------------------------------------------------------------------
 
@@ -681,7 +699,6 @@ _FAUST_TABLE_OPTIONS = {
                        "group_by (or use app.GlobalTable)",
     "is_global": "declare it with app.GlobalTable(...)",
     "window": "make it windowed with .tumbling(size)/.hopping(size, step)/.session(gap)/.sliding(size)",
-    "changelog_topic": "the changelog is <app-id>-<table>-changelog (table.changelog_topic)",
     "extra_topic_configs": "create the changelog topic yourself with its configs before the first start",
     "recovery_buffer_size": "recovery applies the changelog in the driver's fetch batches",
     "standby_buffer_size": "standbys apply the changelog in the driver's fetch batches",

@@ -71,6 +71,11 @@ class Agent:
         self._forwarded: list[Stream] = []  # the streams the forwarders read (a restart budget of their own)
         self.streams: list[Stream] = []  # every stream its tasks iterate (Stream registers itself)
         self.__doc__ = self.source_fun.__doc__
+        self.default_topic = False  # the app named its topic (agents/naming.py), set by app.agent
+
+    def get_topic_names(self) -> tuple[str, ...]:
+        """Faust's: the names of the topics the agent reads."""
+        return tuple(member.name for member in self.topic.members)
 
     def __repr__(self) -> str:
         return f"<Agent {self.name} topic={self.topic.name} concurrency={self.concurrency}>"

@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import click
-import orjson
 
 from ..errors import AgentFailed, BrokerUnavailable, ConfigurationError
 from ..version import __version__
@@ -159,56 +158,67 @@ def tables(app_spec: str) -> None:
 @cli.command()
 @app_option
 @click.argument("target")
-@click.option("--key", default=None, help="Record key (decoded with the topic's key type).")
-@click.option("--value", required=True, help="Record value as JSON.")
-@click.option("--partition", type=int, default=None)
-def send(app_spec: str, target: str, key: str | None, value: str, partition: int | None) -> None:
-    """Send one record to a topic or to an agent (by name)."""
+@click.argument("value", required=False)
+@click.option("--value", "value_option", default=None, help="Record value as JSON (or give it as VALUE).")
+@click.option("-k", "--key", default=None, help="Record key (decoded with the key type when not a string).")
+@click.option("-K", "--key-type", default=None, help="Model to build the key into (module.Model, or a name in the app's module).")
+@click.option("-V", "--value-type", default=None, help="Model to build the value into (as --key-type).")
+@click.option("--key-serializer", default=None, hidden=True)
+@click.option("--value-serializer", default=None, hidden=True)
+@click.option("--partition", type=click.IntRange(min=0), default=None)
+@click.option("-r", "--repeat", type=click.IntRange(min=1), default=1, show_default=True, help="Send the record n times.")
+@click.option("--min-latency", type=click.FloatRange(min=0), default=0.0, help="Least pause between sends (s).")
+@click.option("--max-latency", type=click.FloatRange(min=0), default=0.0, help="Longest pause between sends (s).")
+@click.option("--timestamp", default=None, help="Seconds since the epoch, or ISO 8601 with an offset.")
+@click.option("--header", "headers", multiple=True, help="NAME=VALUE record header (repeatable).")
+@click.option("--file", "file", type=click.File("r"), default=None,
+              help="Records as JSON lines (key, value, timestamp, headers, partition); - for stdin.")
+def send(app_spec: str, target: str, value: str | None, value_option: str | None, key: str | None,
+         key_type: str | None, value_type: str | None, key_serializer: str | None, value_serializer: str | None,
+         partition: int | None, repeat: int, min_latency: float, max_latency: float, timestamp: str | None,
+         headers: tuple[str, ...], file: Any) -> None:
+    """Send records to a topic or an agent: TARGET VALUE, or @AGENT VALUE as in Faust."""
+    from . import send_records as sr
+
+    for option, given in (("--key-serializer", key_serializer), ("--value-serializer", value_serializer)):
+        if given is not None:
+            raise Misuse(f"{option}: streamkit send encodes with the topic's serializers; declare them on the "
+                         f"topic (app.topic(..., {option[2:].replace('-', '_')}=...)) or send to another topic")
+    if value is not None and value_option is not None:
+        raise Misuse("give the value either as VALUE or with --value, not both")
+    value = value if value is not None else value_option
+    if file is not None and (value is not None or repeat != 1):
+        raise Misuse("--file gives the records: drop VALUE/--value and --repeat (repeat lines in the file)")
+    if file is None and value is None:
+        raise Misuse("no value: give it as JSON (send TARGET '{\"amount\": 1}'), with --value, or records with --file")
+    if min_latency > max_latency and max_latency:
+        raise Misuse(f"--min-latency {min_latency} is above --max-latency {max_latency}")
     app = load_app(app_spec)
     try:
-        decoded = orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        raise Misuse(f"--value is not JSON: {exc}") from None
-
-    try:
         topic = send_target(app, target)  # an undeclared topic is refused, not created
+        typing = sr.Typing(topic, key_type and sr.model_by_name(app_spec, key_type),
+                           value_type and sr.model_by_name(app_spec, value_type))
+        defaults = sr.Outgoing(key, None, timestamp and sr.timestamp_seconds(timestamp), sr.header_pairs(headers),
+                               partition)
+        if file is not None:  # every record is checked before anything connects
+            records = sr.from_lines(typing, file, "stdin" if file.name == "<stdin>" else file.name, defaults)
+        else:
+            records = [sr.from_command_line(typing, value, defaults)] * repeat
     except ConfigurationError as exc:
         raise Misuse(str(exc)) from None
-    obj = _typed_value(topic, decoded)  # checked before anything connects
 
-    async def go() -> tuple[int, int]:
+    async def go() -> list[tuple[int, int]]:
         try:
             await app.ensure_topics()  # bounded retry, clear error when unreachable
         except BaseException:
             await app.stop()
             raise
         try:
-            return await topic.send_and_wait(key=key, value=obj, partition=partition)
+            return await sr.send_all(topic, records, min_latency, max_latency)
         finally:
             await app.stop()
 
-    part, offset = run(go())
-    agent = f" (agent {target})" if topic.name != target else ""  # the topic it went to, not the agent's name
-    click.echo(f"sent to {topic.name}{agent} partition {part} offset {offset}")
-
-
-def _typed_value(topic: Any, decoded: Any) -> Any:
-    """``--value`` built into the topic's value type; a value that does not fit is a one-line error."""
-    codec = topic.value_codec
-    if codec.name == "raw" and isinstance(decoded, str):
-        return decoded.encode()  # a bytes topic: the JSON string's UTF-8 bytes
-    if topic.value_type is None or codec.name not in ("json", "pydantic"):
-        try:
-            codec.encode(decoded)
-        except Exception as exc:
-            raise Misuse(f"--value {decoded!r} cannot go to {topic.name!r} ({codec.name} values): {exc}; "
-                                       "pass a JSON string (--value '\"text\"') for str and bytes topics") from None
-        return decoded
-    try:
-        return topic.value_codec.decode(orjson.dumps(decoded))
-    except Exception as exc:
-        name = getattr(topic.value_type, "__name__", str(topic.value_type))
-        raise Misuse(f"--value does not fit {name}, the value type of {topic.name!r}: {exc}") from None
+    click.echo(sr.report(topic.name, target, run(go())))
 
 
 @cli.command()

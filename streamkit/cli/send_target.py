@@ -15,15 +15,39 @@ LISTED = 10  # names shown when none is close to the target
 
 
 def send_target(app: Any, target: str) -> Any:
-    """The topic ``target`` names: an agent (its input), or a topic of ``app.all_topics()``
-    (declared, agents', internal); else a ConfigurationError saying what may be meant."""
+    """The topic ``target`` names: ``@agent`` (Faust's form: the agent's input, by its name or
+    Faust's ``module.function`` name), a topic of ``app.all_topics()`` (declared, agents',
+    internal), or an agent by its bare name; else a ConfigurationError saying what may be meant."""
+    if target.startswith("@"):
+        agent = _agent(app, target[1:])
+        if agent is None:
+            raise ConfigurationError(_agent_refusal(app, target))
+        return agent.topic
+    known = {topic.name: topic for topic in app.all_topics()}
+    if target in known:  # as in Faust, a bare name is a topic first
+        return known[target]
     agent = app.agents.get(target)
     if agent is not None:
         return agent.topic
-    known = {topic.name: topic for topic in app.all_topics()}
-    if target in known:
-        return known[target]
     raise ConfigurationError(_refusal(app, target))
+
+
+def _agent(app: Any, name: str) -> Any:
+    from ..agents.naming import faust_agent_name
+
+    if name in app.agents:
+        return app.agents[name]
+    for agent in app.agents.values():
+        if faust_agent_name(agent.source_fun) == name:
+            return agent
+    return None
+
+
+def _agent_refusal(app: Any, target: str) -> str:
+    agents = ["@" + name for name in sorted(app.agents)]
+    close = difflib.get_close_matches(target, agents, n=3)
+    meant = " or ".join(repr(name) for name in close) if close else f"one of its agents ({_listed(agents)})"
+    return f"{target!r} is not an agent of app {app.id!r}; did you mean {meant}? (send TOPIC VALUE sends to a topic)"
 
 
 def _refusal(app: Any, target: str) -> str:

@@ -65,6 +65,11 @@ def reset(app_spec: str, yes: bool) -> None:
                f"  the consumer group {app.id!r} (its committed offsets)\n"
                f"  the internal topics {', '.join(topics)}\n"
                f"  the local table state in {base}")
+    for table in app.tables.values():  # internal topics only: a declared topic is the user's
+        if table.changelog_declared:
+            click.echo(f"It keeps topic {table.changelog.name}, declared by the app as the changelog of table "
+                       f"{table.name!r} (changelog_topic=): the next start restores the table from its records, "
+                       "and the input read again adds to them; delete or compact it yourself to start anew")
     if not yes:
         click.confirm("Reset?", abort=True)
 

@@ -241,8 +241,9 @@ class TableManager:
 
     def _marked(self, table: Table) -> bool:
         """At-least-once tables carry checkpoint marks in their changelogs; global ones do not
-        (any worker writes them, no input partition goes with them)."""
-        return not self.app.conf.exactly_once and not table.is_global
+        (any worker writes them, no input partition goes with them), nor do tables whose changelog
+        is a topic the app declared (its readers would see them: declared_changelog.py)."""
+        return not self.app.conf.exactly_once and not table.is_global and not table.changelog_declared
 
     def _feeds(self, table: Table, number: int, tp: TP) -> bool:
         """Whether input partition ``tp`` goes with table partition ``number`` (co-partitioned)."""

@@ -12,6 +12,7 @@ from ..codecs import codec_for
 from ..errors import ConfigurationError, NoRetry, StreamkitError
 from ..runtime.progress import processing
 from ..transport.partitioner import hash_partition
+from .declared_changelog import adopt as adopt_changelog
 from .stores import MemoryStore, Store
 from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
@@ -70,10 +71,16 @@ class Table:
 
     is_global = False
     window: Any = None  # a windowed table's Window (tables/windows.py)
+    changelog_declared = False  # the changelog is a topic the app declared (declared_changelog.py)
 
     def __init__(self, app: "App", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                  value_type: Any = None, partitions: int | None = None, store: str | None = None,
-                 help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None) -> None:
+                 help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None,
+                 changelog_topic: "Topic | None" = None) -> None:
+        if changelog_topic is not None:  # Faust's changelog_topic=: the table takes the topic's types
+            key_type, value_type, partitions = adopt_changelog(app, name, changelog_topic, key_type, value_type,
+                                                               partitions)
+            self.changelog_declared = True
         self.app = app
         self.on_window_close = on_window_close  # windowed tables call it (windows.py)
         self.name = name
@@ -93,10 +100,10 @@ class Table:
         # Without a value_type, values keep their Python type (set stays set): values.py.
         self.value_codec = codec_for(value_type) if value_type is not None else TypedJsonCodec()
         self.entries = TableEntries(self.key_codec, self.value_codec, key_declared=key_type is not None)
-        self.changelog: "Topic" = app.topic(
+        self.changelog: "Topic" = changelog_topic if changelog_topic is not None else app.topic(
             f"{app.id}-{name}-changelog", partitions=self.partitions if self.is_global else partitions, internal=True,
             config={"cleanup.policy": "compact"}, key_serializer="raw", value_serializer="raw",
-        )
+        )  # written by name with the table's own encoding (manager.py), whatever the topic's codecs
         self.local: dict[int, TablePartition] = {}  # partitions this worker serves
         self._sensors = app.sensors  # sensors.py: told of get/set/del when any are added
 

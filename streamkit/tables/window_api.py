@@ -201,6 +201,11 @@ def make_windowed(table: Table, window: Window, cls: type[WindowedTable] = Windo
         raise ConfigurationError(f"GlobalTable {table.name!r} cannot be windowed: window a Table")
     if isinstance(table, WindowedTable):
         raise ConfigurationError(f"table {table.name!r} is already windowed")
+    if table.changelog_declared:
+        raise ConfigurationError(f"table {table.name!r} cannot be windowed with changelog_topic="
+                                 f"{table.changelog.name!r}: a windowed changelog holds streamkit's window keys and "
+                                 "stream-time records, which the topic's readers would not read; leave out "
+                                 "changelog_topic and send each window's value to the topic (on_window_close=)")
     table.__class__ = cls
     table._make_windowed(window)  # type: ignore[attr-defined]
     return WindowWrapper(table)  # type: ignore[arg-type]

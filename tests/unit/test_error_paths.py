@@ -45,9 +45,9 @@ def invoke(*args):
 
 
 @pytest.mark.parametrize("value, expected", [
-    ('{"id": 1, "amount": 2}', "--value does not fit Order, the value type of 'orders': Order.id: expected string"),
+    ('{"id": 1, "amount": 2}', "streamkit: value does not fit Order, the value type of 'orders': Order.id: expected string"),
     ('{"id": "1", "amount": "x"}', "Order.amount: expected float, got str 'x'"),
-    ("not json", "--value is not JSON"),
+    ("not json", "streamkit: the value is not JSON"),
 ])
 def test_send_refuses_a_value_before_connecting(app_module, value, expected):
     out = invoke("send", "-A", app_module, "orders", "--value", value)
@@ -55,7 +55,7 @@ def test_send_refuses_a_value_before_connecting(app_module, value, expected):
 
 
 @pytest.mark.parametrize("topic, value, expected", [
-    ("blobs", "42", "--value 42 cannot go to 'blobs' (raw values): raw codec needs bytes, got int; pass a JSON string"),
+    ("blobs", "42", "streamkit: value 42 cannot go to 'blobs' (raw values): raw codec needs bytes, got int; pass a JSON string"),
 ])
 def test_send_of_a_value_a_bytes_or_str_topic_cannot_take_is_one_line(app_module, topic, value, expected):
     out = invoke("send", "-A", app_module, topic, "--value", value)

@@ -218,7 +218,7 @@ def test_fausts_table_options_are_refused_with_the_way(tmp_path):
     app = make_app("table-options", tmp_path)
     assert app.Table("plain", default=int, use_partitioner=False) is not None  # Faust's default value: accepted
     for option, value, why in (("use_partitioner", True, "group_by"), ("window", object(), ".tumbling"),
-                               ("changelog_topic", "x", "table.changelog_topic")):
+                               ("changelog_topic", "x", "declared with app.topic")):
         with pytest.raises(faust.ConfigurationError, match=why):
             app.Table(f"t-{option}", **{option: value})
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
