@@ -51,7 +51,7 @@ class Agent:
         self.topic = topic
         self.name = name
         self.concurrency = concurrency
-        self.sinks = list(sink or [])
+        self.sinks = _checked_sinks(name, sink)
         self.fold = fold
         self.no_retry = exception_types(f"agent {name!r}: no_retry", no_retry)  # with agent_no_retry: no_retry_types
         self.per_record = not (inspect.iscoroutinefunction(fun) or inspect.isasyncgenfunction(fun))
@@ -259,6 +259,8 @@ class Agent:
             if hasattr(topic, "try_send_soon"):
                 if not topic.try_send_soon(key, value):  # the synchronous fast path, else wait for room
                     await topic.send_soon(key=key, value=value)
+            elif getattr(topic, "is_channel", False):  # a channel, or an agent reading one: in process
+                await topic.send(key=key, value=value)
             else:
                 result = sink(value)
                 if inspect.isawaitable(result):
@@ -408,6 +410,20 @@ class Agent:
         stream = Stream(subscriber, topic=topic, owner=self)
         self._repartitions[cache_key] = stream
         return stream
+
+
+def _checked_sinks(name: str, sink: Iterable[Any] | None) -> list[Any]:
+    """Faust's sinks: topics, channels, agents and callables (``fn(value)``, maybe async)."""
+    if sink is None:
+        return []
+    if isinstance(sink, str) or callable(sink) or (hasattr(sink, "send") and not inspect.isgenerator(sink)):
+        raise ConfigurationError(f"agent {name!r}: sink= takes a list of sinks (sink=[{sink!r}]), not one sink")
+    sinks = list(sink)
+    for one in sinks:
+        if not (hasattr(one, "send") or callable(one)) or isinstance(one, str):
+            raise ConfigurationError(f"agent {name!r}: sink {one!r} is not a topic, channel, agent or callable; "
+                                     "name a topic with app.topic(name)")
+    return sinks
 
 
 def _stream_of(source: Chainable) -> Stream:
