@@ -331,16 +331,7 @@ class Agent:
 
     def repartition(self, source: Chainable, key: Any, *, name: str | None, partitions: int | None,
                     key_type: Any, value_type: Any) -> Stream:
-        if isinstance(key, str):
-            field, key_fn = key, operator.attrgetter(key)
-        elif hasattr(key, "__get__") and hasattr(key, "__name__") and not callable(key):
-            field, key_fn = key.__name__, operator.attrgetter(key.__name__)  # Record.field
-        elif callable(key):
-            if name is None:
-                raise ValueError("group_by with a function needs name=")
-            field, key_fn = name, key
-        else:
-            raise TypeError(f"group_by key must be a field or a function, not {key!r}")
+        field, key_fn = group_key(key, name)
         base = _stream_of(source)
         topic_name = f"{self.app.id}-{self.name}-{name or field}-repartition"
         # after map/enumerate/join the values are the function's, not the topic's: value_type= says
@@ -424,6 +415,20 @@ def _checked_sinks(name: str, sink: Iterable[Any] | None) -> list[Any]:
             raise ConfigurationError(f"agent {name!r}: sink {one!r} is not a topic, channel, agent or callable; "
                                      "name a topic with app.topic(name)")
     return sinks
+
+
+def group_key(key: Any, name: str | None) -> tuple[str, Callable[[Any], Any]]:
+    """``group_by``'s key: a field name, a Record field or a function (then ``name`` is needed);
+    the name the repartition topic takes, and the function giving a value's new key."""
+    if isinstance(key, str):
+        return key, operator.attrgetter(key)
+    if hasattr(key, "__get__") and hasattr(key, "__name__") and not callable(key):
+        return key.__name__, operator.attrgetter(key.__name__)  # Record.field
+    if callable(key):
+        if name is None:
+            raise ValueError("group_by with a function needs name=")
+        return name, key
+    raise TypeError(f"group_by key must be a field or a function, not {key!r}")
 
 
 def _stream_of(source: Chainable) -> Stream:
