@@ -389,13 +389,17 @@ class App:
             raise ConfigurationError("SetTable(start_manager=True) (writes to any key from any worker through a "
                                      "manager agent) is not supported: write from the agent that owns the key, "
                                      "or group_by the stream to it")
-        return self.Table(name, default=set, **options)
+        from .tables.sets import store_sets
+
+        return store_sets(self.Table(name, default=set, **options))  # value_type: the elements' (tables/sets.py)
 
     def SetGlobalTable(self, name: str, *, start_manager: bool = False, **options: Any) -> Any:
         """Faust's SetGlobalTable: a GlobalTable whose values are sets."""
         if start_manager:
             raise ConfigurationError("SetGlobalTable(start_manager=True) is not supported: see SetTable")
-        return self.GlobalTable(name, default=set, **options)
+        from .tables.sets import store_sets
+
+        return store_sets(self.GlobalTable(name, default=set, **options))
 
     def all_topics(self) -> list[Topic]:
         """Every topic the worker needs: declared, agents', internal (DLQ, leader, replies), and

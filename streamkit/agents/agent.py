@@ -51,7 +51,7 @@ class Agent:
         self.topic = topic
         self.name = name
         self.concurrency = concurrency
-        self.sinks = list(sink or [])
+        self.sinks = _checked_sinks(name, sink)
         self.fold = fold
         self.no_retry = exception_types(f"agent {name!r}: no_retry", no_retry)  # with agent_no_retry: no_retry_types
         self.per_record = not (inspect.iscoroutinefunction(fun) or inspect.isasyncgenfunction(fun))
@@ -264,6 +264,8 @@ class Agent:
             if hasattr(topic, "try_send_soon"):
                 if not topic.try_send_soon(key, value):  # the synchronous fast path, else wait for room
                     await topic.send_soon(key=key, value=value)
+            elif getattr(topic, "is_channel", False):  # a channel, or an agent reading one: in process
+                await topic.send(key=key, value=value)
             else:
                 result = sink(value)
                 if inspect.isawaitable(result):
@@ -334,16 +336,7 @@ class Agent:
 
     def repartition(self, source: Chainable, key: Any, *, name: str | None, partitions: int | None,
                     key_type: Any, value_type: Any) -> Stream:
-        if isinstance(key, str):
-            field, key_fn = key, operator.attrgetter(key)
-        elif hasattr(key, "__get__") and hasattr(key, "__name__") and not callable(key):
-            field, key_fn = key.__name__, operator.attrgetter(key.__name__)  # Record.field
-        elif callable(key):
-            if name is None:
-                raise ValueError("group_by with a function needs name=")
-            field, key_fn = name, key
-        else:
-            raise TypeError(f"group_by key must be a field or a function, not {key!r}")
+        field, key_fn = group_key(key, name)
         base = _stream_of(source)
         topic_name = f"{self.app.id}-{self.name}-{name or field}-repartition"
         # after map/enumerate/join the values are the function's, not the topic's: value_type= says
@@ -413,6 +406,34 @@ class Agent:
         stream = Stream(subscriber, topic=topic, owner=self)
         self._repartitions[cache_key] = stream
         return stream
+
+
+def _checked_sinks(name: str, sink: Iterable[Any] | None) -> list[Any]:
+    """Faust's sinks: topics, channels, agents and callables (``fn(value)``, maybe async)."""
+    if sink is None:
+        return []
+    if isinstance(sink, str) or callable(sink) or (hasattr(sink, "send") and not inspect.isgenerator(sink)):
+        raise ConfigurationError(f"agent {name!r}: sink= takes a list of sinks (sink=[{sink!r}]), not one sink")
+    sinks = list(sink)
+    for one in sinks:
+        if not (hasattr(one, "send") or callable(one)) or isinstance(one, str):
+            raise ConfigurationError(f"agent {name!r}: sink {one!r} is not a topic, channel, agent or callable; "
+                                     "name a topic with app.topic(name)")
+    return sinks
+
+
+def group_key(key: Any, name: str | None) -> tuple[str, Callable[[Any], Any]]:
+    """``group_by``'s key: a field name, a Record field or a function (then ``name`` is needed);
+    the name the repartition topic takes, and the function giving a value's new key."""
+    if isinstance(key, str):
+        return key, operator.attrgetter(key)
+    if hasattr(key, "__get__") and hasattr(key, "__name__") and not callable(key):
+        return key.__name__, operator.attrgetter(key.__name__)  # Record.field
+    if callable(key):
+        if name is None:
+            raise ValueError("group_by with a function needs name=")
+        return name, key
+    raise TypeError(f"group_by key must be a field or a function, not {key!r}")
 
 
 def _stream_of(source: Chainable) -> Stream:

@@ -7,19 +7,26 @@
 Each ``put`` encodes the record with the topic's codecs (so a value that would not survive the
 topic does not pass here either), hands it to the agent's function and returns once the agent
 finished with it (asked for the next record); what the agent yielded for it is in
-``results[offset]``. An exception the agent raised for the record is raised by ``put``.
+``results[offset]``, and for an agent that does not yield, the value put (as in Faust). An
+exception the agent raised for the record is raised by ``put``.
+
+What the agent yields also goes to its sinks, as in Faust: ``sink.send(value=...)`` (with
+``key=`` when the record has one) for topics, channels and agents, ``fn(value)`` for callables;
+a test mocks the topics' ``send`` to keep them off the broker, as Faust's testing guide shows.
 
 Tables work as in Faust's tests: while no worker serves them, the context gives every table
 every partition in memory (empty at entry, dropped at exit), and a record lands in the
 partition its key hashes to, so the table checks a worker makes (co-partitioning) hold here
-too. A record put without a key (Faust's tests often do) has no partition: its table writes are
-not checked, and the context warns once that a worker would need the record keyed (or the
-stream re-keyed with ``group_by``). Sends and ``group_by`` need a worker: run the app on the memory driver for those
-(``driver="memory"``, ``async with app.running()``).
+too. ``group_by`` and ``through`` re-key in this process (agents/in_process.py): the table
+writes after a ``group_by`` are checked against the new key's partition. A record put without
+a key (Faust's tests often do) has no partition: unless the agent re-keys it, its table writes
+are not checked, and (where the app has tables) the context warns once that a worker would need
+the record keyed.
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -28,6 +35,7 @@ from ..runtime.progress import Batch, Event, Subscriber
 from ..streams.stream import Stream, current_event
 from ..transport.base import TP, Message
 from ..transport.partitioner import partition_for_key
+from .in_process import InProcessOwner
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -41,7 +49,8 @@ class AgentTestContext:
         self._task: asyncio.Task | None = None
         self._failure: BaseException | None = None
         self._subscriber = Subscriber(f"{agent.name}:test-context", 1)
-        self._stream = Stream(self._subscriber, topic=agent.topic)
+        self._owner = InProcessOwner(agent, self._partitions(), self._failed)
+        self._stream = Stream(self._subscriber, topic=agent.topic, owner=self._owner)
         self._served: list[Any] = []  # tables this context serves in memory
         self._warned_keyless = False
 
@@ -54,6 +63,7 @@ class AgentTestContext:
         assert self._task is not None
         self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
+        await self._owner.stop()
         for table in self._served:
             table.local = {}
         self._served.clear()
@@ -67,6 +77,10 @@ class AgentTestContext:
         topic = self.agent.topic
         return getattr(topic, "partitions", None) or self.agent.app.conf.topic_partitions
 
+    def _failed(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+
     async def _run(self) -> None:
         try:
             if self.agent.is_generator:
@@ -74,12 +88,24 @@ class AgentTestContext:
                     event = current_event()
                     if event is not None:
                         self.results[event.offset] = output
+                    await self._to_sinks(None if event is None else event.key, output)
             else:
                 await self.agent.fun(self._stream)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # put() raises it
-            self._failure = exc
+            self._failed(exc)
+
+    async def _to_sinks(self, key: Any, value: Any) -> None:
+        """Faust's sinks for a test: ``send`` (mockable) for topics, channels and agents."""
+        for sink in self.agent.sinks:
+            send = getattr(sink, "send", None)
+            if send is not None:
+                await (send(value=value) if key is None else send(key=key, value=value))
+            else:
+                result = sink(value)
+                if inspect.isawaitable(result):
+                    await result
 
     async def put(self, value: Any = None, key: Any = None, *, headers: Any = None, partition: int | None = None,
                   timestamp: float | None = None, timeout: float = 10.0) -> Event:
@@ -89,14 +115,9 @@ class AgentTestContext:
             raise self._failure
         topic = self.agent.topic
         key_bytes, value_bytes = topic.key_codec.encode(key), topic.value_codec.encode(value)
-        if partition is None and key_bytes is None:
+        keyless = partition is None and key_bytes is None
+        if keyless:
             partition = -1
-            if not self._warned_keyless:
-                self._warned_keyless = True
-                warnings.warn(f"{self.agent.name}.test_context(): a record put without a key has no partition, so "
-                              "table writes are not checked for co-partitioning here; a worker refuses a write to "
-                              "a key of another partition than the record's: key the records (put(value, key=...)) "
-                              "or re-key the stream (stream.group_by)", stacklevel=2)
         elif partition is None:
             partition = partition_for_key(key_bytes, self._partitions())
         stamp = round((time.time() if timestamp is None else timestamp) * 1000)
@@ -106,7 +127,7 @@ class AgentTestContext:
         batch = Batch(TP(topic.name, partition), [event])
         await self._subscriber.put(batch)
         deadline = asyncio.get_running_loop().time() + timeout
-        while batch.acked < 1:
+        while batch.acked < 1 or not self._owner.finished():
             if self._failure is not None:
                 raise self._failure
             assert self._task is not None
@@ -115,4 +136,12 @@ class AgentTestContext:
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError(f"agent {self.agent.name} did not finish the record within {timeout}s")
             await asyncio.sleep(0.001)
+        if not self.agent.is_generator:  # nothing yielded: what went in (Faust's results)
+            self.results[message.offset] = event.value
+        if keyless and self._served and not self._owner.rekeyed and not self._warned_keyless:
+            self._warned_keyless = True
+            warnings.warn(f"{self.agent.name}.test_context(): a record put without a key has no partition, so "
+                          "table writes are not checked for co-partitioning here; a worker refuses a write to "
+                          "a key of another partition than the record's: key the records (put(value, key=...)) "
+                          "or re-key the stream (stream.group_by)", stacklevel=2)
         return event

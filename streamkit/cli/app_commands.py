@@ -57,7 +57,7 @@ def declare(app: "App", options: tuple[Callable[[Any], Any], ...], name: str | N
             run(go())
 
         command: Any = click.Command(command_name, callback=callback, help=doc or None)
-        for decorator in reversed(options):  # listed top to bottom, as click decorators read
+        for decorator in options:  # on a Command, each appends its parameter: arguments keep their order
             command = decorator(command)
         app.commands[command_name] = command
         return fun

@@ -25,7 +25,9 @@ def faust_python() -> Path:
 
 #: the only lines a Faust app changes to run on streamkit: the imports
 IMPORTS = {"import streamkit as faust\n": "import faust\n",
-           "from streamkit.cli import option\n": "from faust.cli import option\n"}
+           "from streamkit.cli import option\n": "from faust.cli import option\n",
+           "from streamkit.cli import argument\n": "from faust.cli import argument\n",
+           "from streamkit import ChannelT, StreamT\n": "from faust import ChannelT, StreamT\n"}
 
 
 def as_faust_source(path: Path) -> str:

@@ -71,3 +71,20 @@ def test_python_app_py_runs_the_command_through_app_main(script, tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "sent 4"
+
+
+def test_arguments_and_options_keep_the_order_they_are_declared_in():
+    import streamkit as faust
+    from streamkit.cli import argument, option
+
+    name = f"cmdargs_{uuid.uuid4().hex[:6]}"
+    app = faust.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False)
+
+    @app.command(argument("location"), argument("name"), option("--first"), option("--second"))
+    async def joining(self, location: str, name: str, first: str, second: str) -> None:
+        self.say(f"{name} joined {location}")
+
+    result = CliRunner().invoke(app.commands["joining"], ["oslo", "alice"])
+    assert result.exit_code == 0 and result.output.strip() == "alice joined oslo", result.output
+    helped = CliRunner().invoke(app.commands["joining"], ["--help"]).output
+    assert "LOCATION NAME" in helped and helped.index("--first") < helped.index("--second")
