@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 
 _REFUSED_METHODS = {
-    "group_by": "it re-keys the stream through a repartition topic (read the re-keyed topic instead)",
     "through": "it forwards through another topic (run the agent of that topic instead)",
     "take": "take() batches by wall-clock time, which a replayed micro-batch cannot reproduce",
 }
@@ -52,6 +51,18 @@ def _code_names(fun: Any) -> set[str]:
         names.update(code.co_names)
         stack.extend(c for c in code.co_consts if inspect.iscode(c))
     return names
+
+
+def is_keyed(agent: "Agent") -> bool:
+    """An agent that re-keys its stream (``group_by``) or keeps tables: it runs per key, its
+    tables' entries in Spark's state (spark/keyed.py)."""
+    from ..tables.table import Table
+
+    if agent.fold is not None or agent.per_record:
+        return False
+    closure = inspect.getclosurevars(agent.source_fun)
+    tables = any(isinstance(v, Table) for v in {**closure.globals, **closure.nonlocals}.values())
+    return tables or "group_by" in _code_names(agent.source_fun)
 
 
 def check_runnable(agent: "Agent") -> None:
@@ -72,9 +83,10 @@ def check_runnable(agent: "Agent") -> None:
     if len(agent.topic.members) > 1:
         raise SparkUnsupported(f"{what}: it reads several topics ({agent.topic.name}); on Spark an agent reads one "
                                "topic: declare one agent per topic")
-    if agent.fold is None and not agent.per_record and not inspect.isasyncgenfunction(fun):
-        raise SparkUnsupported(f"{what}: it is a coroutine, so everything it does is a side effect; "
-                               "make it an async generator that yields its outputs to sinks")
+    keyed = is_keyed(agent)
+    if agent.fold is None and not agent.per_record and not inspect.isasyncgenfunction(fun) and not keyed:
+        raise SparkUnsupported(f"{what}: it is a coroutine that keeps no table, so everything it does is a side "
+                               "effect; make it an async generator that yields its outputs to sinks")
     for sink in agent.sinks:
         if not isinstance(sink, (Topic, Agent)):
             raise SparkUnsupported(f"{what}: sink {sink!r} is a callable (a side effect Spark could repeat); "
@@ -88,10 +100,10 @@ def check_runnable(agent: "Agent") -> None:
         if isinstance(value, WindowWrapper):
             raise SparkUnsupported(f"{what}: it uses windowed table {value.name!r} ({name}); windows on Spark "
                                    "(event-time state with timers) are not built yet: run this agent on workers")
-        if isinstance(value, Table):
-            kind = "global table" if value.is_global else "table"
-            raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); tables (and joins with them) "
-                                   "are read in the worker only; keep per-key state with app.fold")
+        if isinstance(value, Table) and (value.is_global or value.window is not None):
+            kind = "global table" if value.is_global else "windowed table"
+            raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); on Spark an agent keeps "
+                                   "plain tables, one key's entry per record: run this agent on workers")
         if isinstance(value, (Topic, Agent, App)):
             raise SparkUnsupported(f"{what}: it uses {name} ({value!r}) to send or ask directly, a side effect "
                                    "Spark could repeat; yield outputs to the agent's sinks instead")

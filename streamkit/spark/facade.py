@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError
 from ..transport.security import confluent_common
 from . import rows
-from .agents import AgentTask, check_runnable, fold_processor
+from .agents import AgentTask, check_runnable, fold_processor, is_keyed
 from .apps import spec_of
 from .session import spark_session
 from .shipping import check_executors, forwarded_environment, is_local, ship
@@ -146,11 +146,25 @@ class SparkFacade:
 
             resolve_partitions([agent.fold.table], {agent.topic.name: counts[agent.topic.name]})
             asyncio.run(self.app.ensure_topics())
+        keyed = is_keyed(agent)
+        if keyed:  # its tables take (or must match) the topic's count, as the worker's after a repartition
+            from ..tables.table import resolve_partitions
+            from .keyed import plan
+
+            tables = plan(agent).tables
+            resolve_partitions(tables, {agent.topic.name: counts[agent.topic.name]})
+            asyncio.run(self.app.ensure_topics())
         spec = spec_of(self.app)
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
                                  commitGroup=self.app.id if handoff else None, **source_options)
         schema = rows.SINK_SCHEMA
-        if agent.fold is None:
+        if keyed:
+            from .keyed import RekeyTask, keyed_processor
+
+            output = (source.mapInArrow(RekeyTask(spec, agent.name), rows.RAW_SCHEMA).groupBy("key")
+                      .transformWithState(keyed_processor(spec, agent.name, counts[agent.topic.name]), schema,
+                                          "Append", "None"))
+        elif agent.fold is None:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)
         else:
             output = (source.groupBy("key")
@@ -195,7 +209,10 @@ def marker_topic(agent: "Agent") -> str:
         return (sink.topic if isinstance(sink, Agent) else sink).name
     if agent.fold is not None:
         return agent.fold.table.changelog.name
-    return agent.topic.name
+    from .keyed import tables_of
+
+    tables = tables_of(agent)
+    return tables[0].changelog.name if tables else agent.topic.name
 
 
 def table_schema(table: "Table") -> Any:

@@ -1,4 +1,4 @@
-"""Orders app for the Spark tests: the same agent and fold, built twice (one app run by Spark,
+"""Orders app for the Spark tests: the same agents and fold, built twice (one app run by Spark,
 one by the worker) so their outputs can be compared record for record.
 
 SPARK_ORDERS_BROKER and SPARK_ORDERS_RUN (a suffix for every topic) configure it.
@@ -45,6 +45,16 @@ def build(role: str) -> sk.App:
         total, count = state
         state = [round(total + order.amount, 2), count + 1]
         return state, [UserTotal(order.user, state[0], state[1])]
+
+    spend = app.Table("spend", default=float)  # takes the repartition topic's count, as in the worker
+    spend_out = app.topic(f"spend-{role}-{RUN}", key_type=str, value_type=float, partitions=PARTITIONS)
+
+    @app.agent(orders, sink=[spend_out])
+    async def spend_by_initial(stream):
+        """Spend per user initial: re-keyed through a repartition topic, summed in a table."""
+        async for order in stream.group_by(lambda o: o.user[:2], name="initial"):
+            spend[order.user[:2]] += order.amount
+            yield round(spend[order.user[:2]], 2)
 
     return app
 

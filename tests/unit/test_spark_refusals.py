@@ -67,16 +67,15 @@ async def printing(stream):
         yield value
 
 
-@pytest.mark.parametrize("agent", ["doubles", "halves", "running_sum"])
-def test_pure_agents_and_folds_are_accepted(agent):
+@pytest.mark.parametrize("agent", ["doubles", "halves", "running_sum", "counting", "regrouping"])
+def test_pure_agents_folds_and_keyed_agents_are_accepted(agent):
+    """counting keeps a table, regrouping re-keys: both run per key (spark/keyed.py)."""
     check_runnable(app.agents[agent])
 
 
 @pytest.mark.parametrize("agent, reason", [
-    ("counting", "coroutine"),
     ("converting", "global table 'rates'"),
     ("forwarding", "coroutine"),
-    ("regrouping", "group_by()"),
     ("batching", "take()"),
     ("printing", "callable"),
 ])
@@ -85,14 +84,13 @@ def test_refused_with_the_reason(agent, reason):
         check_runnable(app.agents[agent])
 
 
-def test_table_use_in_a_generator_is_refused():
-    @app.agent(source, sink=[out], name="enriching")
-    async def enriching(stream):
-        async for value in stream:
-            yield counts[value]
+def test_a_coroutine_without_tables_is_refused_and_one_with_a_table_is_keyed():
+    from streamkit.spark.agents import is_keyed
 
-    with pytest.raises(SparkUnsupported, match="table 'counts'"):
-        check_runnable(enriching)
+    assert is_keyed(app.agents["counting"]) and is_keyed(app.agents["regrouping"])
+    assert not is_keyed(app.agents["doubles"]) and not is_keyed(app.agents["running_sum"])
+    with pytest.raises(SparkUnsupported, match="coroutine that keeps no table"):
+        check_runnable(app.agents["forwarding"])
 
 
 def test_a_windowed_table_is_refused_naming_it():

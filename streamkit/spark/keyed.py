@@ -1,0 +1,326 @@
+"""Agents with tables on Spark, written as for the worker: ``async for p in stream.group_by(Pay.user):
+totals[p.user] += p.amount``.
+
+The worker re-keys such a stream through a repartition topic and keeps each key's entry in the
+table partition its key hashes to. On Spark the same agent runs in two stages: ``mapInArrow``
+computes each record's new key with the agent's own ``group_by`` key and the repartition topic's
+key encoding (``RekeyTask``; the record's own key without ``group_by``), and
+``transformWithState`` groups by it and runs the agent's body over each key's records
+(``keyed_processor``), its tables holding that one key's entry, kept in Spark's state store
+between micro-batches. Each key's final entry also goes to the table's changelog, in the
+partition the worker's table keeps it in, so a worker continues from Spark's state (as folds do).
+
+What the body may touch is the current key: reading or writing another key's entry fails the
+record with one line naming the key (``OtherKey``), as no other key's state is in this task.
+The ``group_by`` is found by running the body once against a planning stream, on the driver
+and again in each task (``plan``), as the worker finds its repartition topics.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+import pyarrow as pa
+
+from ..agents.agent import group_key
+from ..agents.supervision import supervise
+from ..errors import ConfigurationError, NoRetry
+from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..streams.stream import Stream
+from ..tables.stores import MemoryStore
+from ..tables.table import DELETED, Table, TablePartition
+from ..transport.base import TP, Message
+from ..transport.partitioner import partition_for_key
+from . import rows
+from .agents import BEFORE_ANY_RECORD, AgentRun, EndOfInput, _FiniteInbox, _where, messages_of
+from .task_errors import task_failed
+
+if TYPE_CHECKING:
+    from ..agents.agent import Agent
+
+DEAD = -1  # the partition column of a stage-one row that is a dead letter, passed through
+
+
+class OtherKey(NoRetry, KeyError):
+    """An agent on Spark touched a table entry of a key other than its record's."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class _PlanEnd(BaseException):
+    """Ends a planning run of an agent's body (BaseException: ``except Exception`` lets it pass)."""
+
+
+class _PlanningStream(Stream):
+    """The stream a planning run hands the body: it notes ``group_by`` and ends the run at the
+    first record asked for."""
+
+    def __init__(self, agent: "Agent") -> None:
+        super().__init__(Subscriber(f"spark-plan:{agent.name}", 1), topic=agent.topic)
+        self.grouped: tuple[Any, ...] | None = None
+
+    def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
+                 key_type: Any = None, value_type: Any = None) -> "Stream":
+        self.grouped = (key, name, key_type)
+        raise _PlanEnd
+
+    async def next_event(self, timeout: float | None = None) -> Event | None:
+        raise _PlanEnd
+
+
+@dataclass
+class KeyedPlan:
+    """How a keyed agent runs on Spark: its re-keying (None: the record's own key) and tables."""
+
+    key_of: Callable[[Any], Any] | None
+    key_codec: Any
+    tables: list[Table]
+
+
+def tables_of(agent: "Agent") -> list[Table]:
+    """The tables the agent's body refers to (globals and closure), in a stable order."""
+    closure = inspect.getclosurevars(agent.source_fun)
+    found = {id(v): v for v in {**closure.globals, **closure.nonlocals}.values() if isinstance(v, Table)}
+    return sorted(found.values(), key=lambda table: table.name)
+
+
+def plan(agent: "Agent") -> KeyedPlan:
+    """Run the body against a planning stream: the ``group_by`` it asks for, if any."""
+    stream = _PlanningStream(agent)
+
+    async def body() -> None:
+        result = agent.source_fun(stream)
+        if inspect.isasyncgen(result):
+            async for _ in result:
+                pass
+        else:
+            await result
+
+    try:
+        asyncio.run(body())
+    except _PlanEnd:
+        pass
+    except Exception as exc:
+        raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: its body failed before its first "
+                                 f"record ({type(exc).__name__}: {exc}); on Spark a group_by must be called on the "
+                                 "agent's own stream (not after filter/map)") from None
+    tables = tables_of(agent)
+    if stream.grouped is None:
+        return KeyedPlan(None, agent.topic.key_codec, tables)
+    key, name, key_type = stream.grouped
+    field, key_fn = group_key(key, name)
+    source_type = agent.topic.value_type
+    if key_type is None and field and isinstance(source_type, type):
+        key_type = getattr(source_type, "__annotations__", {}).get(field)
+        key_type = key_type if isinstance(key_type, type) else None
+    topic = agent.app.topic(f"{agent.app.id}-{agent.name}-{name or field}-repartition", key_type=key_type,
+                            value_type=source_type)
+    return KeyedPlan(key_fn, topic.key_codec, tables)
+
+
+class RekeyTask:
+    """Stage one (``mapInArrow``): the records with their new key; dead letters passed through
+    as rows of partition ``DEAD`` (pickled to tasks: names, not objects)."""
+
+    def __init__(self, app_spec: str, agent_name: str) -> None:
+        self.app_spec, self.agent_name = app_spec, agent_name
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            run = AgentRun(self.app_spec, self.agent_name)
+            keyed = plan(run.agent)
+        except Exception as exc:
+            raise task_failed(self.agent_name, BEFORE_ANY_RECORD, exc) from exc
+        schema = rows.arrow_schema(rows.RAW_SCHEMA)
+        for batch in batches:
+            try:
+                out = self._rekey(run, keyed, batch)
+            except Exception as exc:
+                raise task_failed(self.agent_name, _where(batch), exc) from exc
+            if out.num_rows:
+                yield out
+            dead = run.out
+            if dead.topic:
+                yield pa.RecordBatch.from_arrays([
+                    pa.array(dead.topic, pa.string()), pa.array([DEAD] * len(dead.topic), pa.int32()),
+                    pa.array([DEAD] * len(dead.topic), pa.int64()), pa.nulls(len(dead.topic), schema.field("timestamp").type),
+                    pa.array(dead.key, pa.binary()), pa.array(dead.value, pa.binary()),
+                    pa.array(dead.headers, schema.field("headers").type)], schema=schema)
+                run.out = type(dead)()
+
+    def _rekey(self, run: AgentRun, keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
+        messages = messages_of(batch)
+        index = {id(m): i for i, m in enumerate(messages)}
+        keep: list[int] = []
+        keys: list[bytes | None] = []
+        for event in run.decode(messages):
+            try:
+                key_bytes = (event.message.key if keyed.key_of is None
+                             else keyed.key_codec.encode(keyed.key_of(event.value)))
+            except Exception as exc:  # the group_by key failed on this value: the error policy's
+                processing.set(event)
+                run.failed(f"agent {run.agent.name}", event.message, exc)
+                continue
+            keep.append(index[id(event.message)])
+            keys.append(key_bytes)
+        taken = batch.take(pa.array(keep, pa.int64()))
+        at = taken.schema.get_field_index("key")
+        return taken.set_column(at, taken.schema.field(at), pa.array(keys, pa.binary()))
+
+
+class _OneKeyCache(dict):
+    """A table partition's write cache that takes the current key only."""
+
+    def __init__(self, table: Table, key_bytes: bytes) -> None:
+        super().__init__()
+        self.table, self.key_bytes = table, key_bytes
+
+    def __setitem__(self, key_bytes: bytes, value: Any) -> None:
+        if key_bytes != self.key_bytes:
+            raise _other_key(self.table, key_bytes, self.key_bytes)
+        super().__setitem__(key_bytes, value)
+
+
+class _OneKeyStore(MemoryStore):
+    """A table partition's store holding the current key's entry from Spark's state; any other
+    key is not here (another task has it)."""
+
+    def __init__(self, table: Table, key_bytes: bytes, stored: bytes | None) -> None:
+        super().__init__()
+        self.table, self.key_bytes = table, key_bytes
+        if stored is not None:
+            self.data[key_bytes] = stored
+
+    def get(self, key: bytes) -> bytes | None:
+        if key != self.key_bytes:
+            raise _other_key(self.table, key, self.key_bytes)
+        return self.data.get(key)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        raise OtherKey(f"table {self.table.name!r}: iterating a table reads every key; on Spark an agent reads and "
+                       "writes its record's key only (run this agent on workers, or keep what it needs per key)")
+
+
+def _other_key(table: Table, key_bytes: bytes, current: bytes) -> OtherKey:
+    return OtherKey(f"table {table.name!r}: key {key_bytes!r} is not the record's key {current!r}; on Spark an agent "
+                    "reads and writes its record's key only (group_by the key it uses, or run this agent on workers)")
+
+
+class _KeyedStream(Stream):
+    """The stream a task hands the body: the key's records, already re-keyed (``group_by``
+    gives the stream itself)."""
+
+    def group_by(self, key: Any, **options: Any) -> "Stream":
+        return self
+
+
+def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
+    """Stage two: a StatefulProcessor running the agent over each key's records, its tables
+    holding that key's entries (``partitions``: the tables' count as the driver settled it)."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    state_schema = StructType([StructField("value", BinaryType(), True)])
+
+    class KeyedAgentProcessor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            try:
+                self.run = AgentRun(app_spec, agent_name)
+                self.plan = plan(self.run.agent)
+            except Exception as exc:
+                raise task_failed(agent_name, BEFORE_ANY_RECORD, exc) from exc
+            self.states = {t.name: handle.getValueState(f"table-{t.name}", state_schema) for t in self.plan.tables}
+            self.loop = asyncio.new_event_loop()
+
+        def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            run = self.run
+            run.out = type(run.out)()
+            ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
+            records = [r for r in ordered if r["partition"] != DEAD]
+            for r in ordered:
+                if r["partition"] == DEAD:
+                    run.out.add(r["topic"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or ()])
+            if records:
+                try:
+                    self._process(records)
+                except Exception as exc:  # the policy's stop, or streamkit's own failure
+                    raise task_failed(agent_name, f"{records[0]['topic']}[{records[0]['partition']}]", exc) from exc
+            out = run.out
+            for i in range(len(out.topic)):
+                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
+                          headers=out.headers[i])
+
+        def _process(self, records: list[Any]) -> None:
+            run, agent = self.run, self.run.agent
+            key_bytes = records[0]["key"] or b""
+            home = partition_for_key(key_bytes, partitions)
+            new_key = self.plan.key_codec.decode(key_bytes)
+            for table in self.plan.tables:
+                state = self.states[table.name]
+                part = TablePartition(home, _OneKeyStore(table, key_bytes, state.get()[0] if state.exists() else None))
+                part.cache, part.ready = _OneKeyCache(table, key_bytes), True
+                table.partitions, table.local = partitions, {home: part}
+            decode = agent.topic.value_codec.decode
+            events = []
+            for r in records:
+                stamp = r["timestamp"]
+                message = Message(r["topic"], home, r["offset"], key_bytes, r["value"],
+                                  [(h["key"], h["value"]) for h in r["headers"] or ()],
+                                  None if stamp is None else int(stamp.timestamp() * 1000))
+                try:
+                    events.append(Event(new_key, decode(r["value"]), message))
+                except Exception as exc:  # decoded in stage one already: only a codec that changed
+                    run.failed("decode", message, exc)
+            if events:
+                self.loop.run_until_complete(_drive(run, events))
+            for table in self.plan.tables:
+                change = table.take_changes().get(home, {})
+                if key_bytes in change:
+                    value = change[key_bytes]
+                    state = self.states[table.name]
+                    state.update((value,)) if value is not None else state.clear()
+                    run.out.add(table.changelog.name, key_bytes, value, partition=home)
+                table.local = {}
+
+        def close(self) -> None:
+            self.loop.close()
+
+    return KeyedAgentProcessor()
+
+
+async def _drive(run: AgentRun, events: list[Event]) -> None:
+    """The agent's body over one key's records under the worker's supervision loop: a failing
+    record is retried, then given to the error policy, as in the worker."""
+    agent = run.agent
+    batch = Batch(TP(events[0].topic, events[0].partition), events)
+    subscriber = Subscriber(f"spark:{agent.name}", 1)
+    subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
+    stream = _KeyedStream(subscriber, topic=agent.topic)
+    is_generator = inspect.isasyncgenfunction(agent.source_fun)
+
+    async def run_once(stream: Stream) -> None:
+        if is_generator:
+            async for output in agent.source_fun(stream):
+                run.emit(processing.get(), output)
+        else:
+            await agent.source_fun(stream)
+
+    async def nothing() -> None:
+        pass
+
+    async def crashed(exc: BaseException) -> None:
+        raise exc
+
+    async def give_up(held: Any, exc: BaseException) -> None:
+        for event in held:
+            run.failed(f"agent {agent.name}", event.message, exc)
+
+    try:
+        await supervise(stream, run_once, retries=run.app.conf.agent_retries, give_up=give_up,
+                        returned=nothing, crashed=crashed, no_retry=agent.no_retry_types())
+    except EndOfInput:
+        return
