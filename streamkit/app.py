@@ -224,11 +224,16 @@ class App:
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
               help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, history: Any = None,
-              **faust_only: Any) -> Any:
+              key_partitioning: str = "task", **faust_only: Any) -> Any:
         """A changelog-backed dict, co-partitioned with the topics whose records write to it;
         ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py);
-        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py)."""
+        ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py);
+        ``key_partitioning``: where a key written from another partition's record lives
+        (tables/task_keys.py: ``"task"``, that record's partition; ``"strict"``: refused)."""
         from .tables.table import Table
+        from .tables.task_keys import check_key_partitioning
+
+        check_key_partitioning(name, key_partitioning)
 
         refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
         if history is not None:
@@ -238,10 +243,10 @@ class App:
 
             table = self._add_table(partial(VersionedTable, history=history), name, default, key_type, value_type,
                                     partitions, store, help)
-            table.on_window_close = on_window_close
+            table.on_window_close, table.key_partitioning = on_window_close, key_partitioning
             return table
         table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help)
-        table.on_window_close = on_window_close
+        table.on_window_close, table.key_partitioning = on_window_close, key_partitioning
         return table
 
     # joins/ builds on topics, streams and tables, so their join() methods come here, where the
