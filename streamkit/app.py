@@ -18,6 +18,7 @@ from .tables.rocks_options import RocksTuning
 from .timers import Clock, Timer, Timers
 from .topics import Topic
 from .runtime.topic_creation import TopicsOnFirstSend
+from .scheduled_sends import ScheduledSends
 from .transport import Driver, Producer, create_driver
 
 log = logging.getLogger("streamkit.app")
@@ -66,6 +67,7 @@ class App:
         self._client_producer: Producer | None = None
         self._producer_lock: asyncio.Lock | None = None
         self.topic_creation = TopicsOnFirstSend(self)  # a topic first sent to later is created first
+        self.scheduled_sends = ScheduledSends()  # topic.send_soon() without await (scheduled_sends.py)
         self.leader_topic = Topic(self, f"{self.id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{self.id}-replies", partitions=1, internal=True)
         self.cluster_topic = Topic(self, f"{self.id}-__cluster", partitions=1, internal=True,

@@ -232,7 +232,8 @@ def batch_truth(records, size, step, grace):
        shape=st.sampled_from([(10, 10), (10, 5), (20, 5), (6, 3)]), grace=st.sampled_from([0, 3, 15]),
        keep=st.sampled_from([0, 7, 100]))
 async def test_final_values_and_late_records_match_a_batch_recomputation(records, shape, grace, keep):
-    """``keep``: how much longer than grace windows are kept after their end (expires): never a final value's business."""
+    """``keep``: how much longer than grace windows are kept after their end (expires): never a
+    final value's business."""
     size, step = shape
     expires = grace + keep
     app, clicks, views, seen, closed = windowed_app(
