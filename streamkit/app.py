@@ -684,8 +684,9 @@ def _module_form(path: str, attr: str) -> str:
 
 
 _FAUST_TABLE_OPTIONS = {
-    "use_partitioner": "a table is written from the record of the key's partition: re-key the stream with "
-                       "group_by (or use app.GlobalTable)",
+    "use_partitioner": "a key written from another partition's record is kept in that record's partition "
+                       "(Faust's default); to keep every key in its own partition re-key the stream with group_by "
+                       "(key_partitioning='strict' refuses the other writes), or use app.GlobalTable",
     "is_global": "declare it with app.GlobalTable(...)",
     "window": "make it windowed with .tumbling(size)/.hopping(size, step)/.session(gap)/.sliding(size)",
     "changelog_topic": "the changelog is <app-id>-<table>-changelog (table.changelog_topic)",

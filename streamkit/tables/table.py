@@ -303,7 +303,7 @@ class Table:
             placed = self._placed(key, memoised)
         number, event = placed[1], _processing()
         part = self.local.get(number)
-        if part is not None and part.ready and (event is None or event.partition in (number, -1)):
+        if part is not None and part.ready and (event is None or self.is_global or event.partition in (number, -1)):
             value = part.cache.get(placed[0], _MISSING)  # a value written since the last checkpoint:
             if value is not _MISSING and value is not DELETED:  # the first place _read looks, inline
                 return value
