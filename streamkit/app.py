@@ -19,6 +19,7 @@ from .tables.rocks_options import RocksTuning
 from .timers import Clock, Timer, Timers
 from .topics import Topic
 from .runtime.topic_creation import TopicsOnFirstSend
+from .scheduled_sends import ScheduledSends
 from .transport import Driver, Producer, create_driver
 
 log = logging.getLogger("streamkit.app")
@@ -67,6 +68,7 @@ class App:
         self._client_producer: Producer | None = None
         self._producer_lock: asyncio.Lock | None = None
         self.topic_creation = TopicsOnFirstSend(self)  # a topic first sent to later is created first
+        self.scheduled_sends = ScheduledSends()  # topic.send_soon() without await (scheduled_sends.py)
         self.leader_topic = Topic(self, f"{self.id}-__leader", partitions=1, internal=True)
         self.reply_topic = Topic(self, f"{self.id}-replies", partitions=1, internal=True)
         self.cluster_topic = Topic(self, f"{self.id}-__cluster", partitions=1, internal=True,
@@ -227,12 +229,17 @@ class App:
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str | None = None,
               help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None, history: Any = None,
-              changelog_topic: Topic | None = None, **faust_only: Any) -> Any:
+              changelog_topic: Topic | None = None, key_partitioning: str = "task", **faust_only: Any) -> Any:
         """A changelog-backed dict, co-partitioned with the topics whose records write to it;
         ``.tumbling(size)``/``.hopping(size, step)`` make it windowed (tables/windows.py);
         ``history=`` (a duration) keeps past values for ``as_of`` reads and joins (joins/versioned.py);
-        ``changelog_topic=`` (Faust's): a topic the app declared is the changelog (tables/declared_changelog.py)."""
+        ``changelog_topic=`` (Faust's): a topic the app declared is the changelog (tables/declared_changelog.py);
+        ``key_partitioning``: where a key written from another partition's record lives
+        (tables/task_keys.py: ``"task"``, that record's partition; ``"strict"``: refused)."""
         from .tables.table import Table
+        from .tables.task_keys import check_key_partitioning
+
+        check_key_partitioning(name, key_partitioning)
 
         refuse_faust_options("app.Table", faust_only, _FAUST_TABLE_OPTIONS, ConfigurationError, repr(name))
         if history is not None:
@@ -246,11 +253,11 @@ class App:
 
             table = self._add_table(partial(VersionedTable, history=history), name, default, key_type, value_type,
                                     partitions, store, help)
-            table.on_window_close = on_window_close
+            table.on_window_close, table.key_partitioning = on_window_close, key_partitioning
             return table
         table = self._add_table(Table, name, default, key_type, value_type, partitions, store, help,
                                 changelog_topic)
-        table.on_window_close = on_window_close
+        table.on_window_close, table.key_partitioning = on_window_close, key_partitioning
         return table
 
     # joins/ builds on topics, streams and tables, so their join() methods come here, where the
@@ -699,8 +706,9 @@ def _module_form(path: str, attr: str) -> str:
 
 
 _FAUST_TABLE_OPTIONS = {
-    "use_partitioner": "a table is written from the record of the key's partition: re-key the stream with "
-                       "group_by (or use app.GlobalTable)",
+    "use_partitioner": "a key written from another partition's record is kept in that record's partition "
+                       "(Faust's default); to keep every key in its own partition re-key the stream with group_by "
+                       "(key_partitioning='strict' refuses the other writes), or use app.GlobalTable",
     "is_global": "declare it with app.GlobalTable(...)",
     "window": "make it windowed with .tumbling(size)/.hopping(size, step)/.session(gap)/.sliding(size)",
     "extra_topic_configs": "create the changelog topic yourself with its configs before the first start",

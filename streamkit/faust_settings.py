@@ -100,6 +100,13 @@ ONLY: dict[str, tuple[tuple[Any, ...], str]] = {
     "reply_create_topic": ((True, False), "the reply topic <app-id>-replies is always created"),
 }
 
+# Faust name -> what streamkit does instead: settings that only tune when Faust does some work,
+# accepted with any valid duration (a Faust app sets them) and logged with what streamkit does
+TIMING: dict[str, str] = {
+    "table_cleanup_interval": "expired windows are deleted at every checkpoint (every commit_interval), in the "
+                              "same checkpoint as the offsets that expired them",
+}
+
 # Faust name -> what to use instead (any value refused)
 REFUSED: dict[str, str] = {
     "env_prefix": "environment overrides are STREAMKIT_<SETTING>",
@@ -134,7 +141,6 @@ REFUSED: dict[str, str] = {
     "stream_buffer_maxsize": "stream_buffer_batches (fetched batches queued per stream, not records)",
     "stream_processing_timeout": "a checkpoint waiting for a record says so every 10 s; stop_timeout bounds stops",
     "stream_recovery_delay": "partitions resume as soon as their tables are recovered",
-    "table_cleanup_interval": "expired windows are deleted at every checkpoint (commit_interval)",
     "table_key_index_size": "windowed tables iterate their stored windows; there is no key index to size",
     "reply_expires": "asks time out with ask(timeout=)",
     "reply_to": "replies go to <app-id>-replies",
@@ -250,13 +256,22 @@ def translate(name: str, value: Any) -> tuple[str, Any] | None:
             return None
         raise ConfigurationError(f"{name}={value!r} is not supported: {what}"
                                  + (f" ({name}={accepted[0]!r} is accepted)" if len(accepted) == 1 else ""))
+    if name in TIMING:
+        try:
+            seconds = _seconds(value)
+        except (TypeError, ValueError):
+            seconds = -1.0
+        if not seconds >= 0:
+            raise ConfigurationError(f"{name}={value!r}: Faust takes seconds (a number or timedelta, not negative)")
+        log.info("Faust setting %s=%r accepted: %s", name, value, TIMING[name])
+        return None
     if name in REFUSED:
         raise ConfigurationError(f"Faust setting {name!r} is not supported by streamkit: {REFUSED[name]}")
     return name, value
 
 
 def is_faust_name(name: str) -> bool:
-    return name in RENAMED or name in ONLY or name in REFUSED
+    return name in RENAMED or name in ONLY or name in TIMING or name in REFUSED
 
 
 def apply_faust_app_settings(app: "App") -> None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .codecs import Codec, codec_for
+from .scheduled_sends import SENT
 from .transport.base import Headers, TopicSpec, delivery_position
 
 if TYPE_CHECKING:
@@ -170,19 +171,31 @@ class Topic:
 
         return send
 
-    async def send_soon(self, key: Any = None, value: Any = None, *, headers: Headers | None = None,
-                        partition: int | None = None, timestamp: float | None = None) -> None:
+    def send_soon(self, key: Any = None, value: Any = None, *, headers: Headers | None = None,
+                  partition: int | None = None, timestamp: float | None = None) -> Awaitable[None]:
         """Queue a record without a delivery future (the hot path of sinks and repartitioning);
         a failed delivery still makes the next checkpoint's flush fail, so nothing is lost.
-        ``timestamp`` in seconds, as ``send``'s."""
+        ``timestamp`` in seconds, as ``send``'s.
+
+        A plain call, as in Faust (``on_window_close`` callbacks are synchronous code): the record
+        is queued, or scheduled when the producer cannot take it yet (scheduled_sends.py: the
+        checkpoint waits for it). ``await`` the result to wait until it is queued."""
         key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
         ts = round(timestamp * 1000) if timestamp is not None else None
+        app = self.app
+        if not app.sensors.active and not app.scheduled_sends.pending:  # (those first: the records' order)
+            producer = app.runtime.producer if app.runtime is not None else None
+            if (producer is not None and self.name in app.topic_creation.known
+                    and producer.try_send(self.name, key_bytes, value_bytes, partition, headers, ts)):
+                return SENT
+        return app.scheduled_sends.schedule(self.name, self._send_later(key, value, key_bytes, value_bytes, headers,
+                                                                        ts, partition))
+
+    async def _send_later(self, key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
+                          headers: Headers | None, ts: int | None, partition: int | None) -> None:
+        """``send_soon``'s send once the producer has room (or the topic is created)."""
         if self.app.sensors.active:  # sensors hear of it as of any send (a delivery future)
             await self._send_sensed(key, value, key_bytes, value_bytes, headers, ts, partition)
-            return
-        producer = self.app.runtime.producer if self.app.runtime is not None else None
-        if (producer is not None and self.name in self.app.topic_creation.known
-                and producer.try_send(self.name, key_bytes, value_bytes, partition, headers, ts)):
             return
         await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts, partition=partition,
                                 track=False)
@@ -225,7 +238,7 @@ class TopicGroup(Topic):
     async def send(self, *args: Any, **kwargs: Any) -> asyncio.Future:
         raise self._refuse()
 
-    async def send_soon(self, *args: Any, **kwargs: Any) -> None:
+    def send_soon(self, *args: Any, **kwargs: Any) -> Awaitable[None]:
         raise self._refuse()
 
     def try_send_soon(self, *args: Any, **kwargs: Any) -> bool:

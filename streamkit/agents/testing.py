@@ -141,7 +141,8 @@ class AgentTestContext:
         if keyless and self._served and not self._owner.rekeyed and not self._warned_keyless:
             self._warned_keyless = True
             warnings.warn(f"{self.agent.name}.test_context(): a record put without a key has no partition, so "
-                          "table writes are not checked for co-partitioning here; a worker refuses a write to "
-                          "a key of another partition than the record's: key the records (put(value, key=...)) "
-                          "or re-key the stream (stream.group_by)", stacklevel=2)
+                          "every table write here goes to its key's partition; a worker keeps a key of another "
+                          "partition than the record's in the record's partition (key_partitioning='strict' "
+                          "refuses it): key the records (put(value, key=...)) or re-key the stream "
+                          "(stream.group_by)", stacklevel=2)
         return event

@@ -69,6 +69,7 @@ class Checkpoint:
         self.rollbacks = 0  # checkpoints undone because a delivery (or transaction) failed
         self.guard_stops = 0  # flushes during which the write caches filled and streams waited
         self.participants: list[Any] = []  # table managers: prepare/send/apply/abort/discard
+        self.scheduled: Any = None  # the app's ScheduledSends: queued before each flush (scheduled_sends.py)
         # Keys the tables' write caches and a snapshot being flushed may hold together before
         # streams wait for the flush (table_cache_max_keys); None: no bound.
         self.cache_limit: int | None = None
@@ -148,6 +149,8 @@ class Checkpoint:
                 try:
                     try:
                         sent = [await p.send(c, self._producer_for) for p, c in changes]
+                        if self.scheduled is not None:  # send_soon() without await, of records below the offsets
+                            await self.scheduled.settle()
                         await self.producer.flush()  # what was sent up to here
                     except asyncio.CancelledError:
                         raise
@@ -242,16 +245,17 @@ class ExactlyOnceCheckpoint(Checkpoint):
             barrier.close()
             try:
                 await self._quiesce()
+                unsent = await self._settle_scheduled()
                 offsets = self.offsets_to_commit()
                 await self._send_dead_letters(offsets)
                 changes = [(p, p.prepare()) for p in self.participants]
-                if not offsets and not self.txns.dirty and not any(c for _, c in changes):
+                if not offsets and not self.txns.dirty and not any(c for _, c in changes) and unsent is None:
                     return {}
                 # Sends (timers, web views, a record's send still in a client's retry) wait until
                 # the commit, or the abort and rewind of a failed one, is over: a send into a
                 # transaction being aborted fails, or joins the next one without its offsets.
                 async with self.txns.sends_paused():
-                    outcome, sent = await self._commit_units(offsets, changes)
+                    outcome, sent = await self._commit_units(offsets, changes, unsent)
                     failed = {task: exc for task, exc in outcome.items() if exc is not None}
                     for (participant, c), result in zip(changes, sent):
                         participant.apply(c, result, keep=lambda n, p: self.txns.task_of_table(n, p) not in failed)
@@ -279,11 +283,25 @@ class ExactlyOnceCheckpoint(Checkpoint):
             finally:
                 processing.reset(token)
 
-    async def _commit_units(self, offsets: dict[TP, int], changes: list[tuple[Any, Any]]
+    async def _settle_scheduled(self) -> BaseException | None:
+        """The records' ``send_soon()`` calls without await, queued into their transactions;
+        the error of one that failed (every unit then rolls back), else None."""
+        if self.scheduled is None:
+            return None
+        try:
+            await self.scheduled.settle()
+        except Exception as exc:
+            return exc
+        return None
+
+    async def _commit_units(self, offsets: dict[TP, int], changes: list[tuple[Any, Any]],
+                            unsent: BaseException | None = None
                             ) -> tuple[dict["Task", BaseException | None], list[Any]]:
         """Changelog records into each unit's transaction, then offsets and commit per unit."""
         sent: list[Any] = []
         try:
+            if unsent is not None:
+                raise unsent
             for participant, c in changes:
                 sent.append(await participant.send(c, self.txns.producer_for))
         except Exception as exc:  # nothing of this checkpoint may commit without its changelog

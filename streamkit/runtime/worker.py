@@ -154,6 +154,7 @@ class Runtime(PartitionOwnership, Service):
             self.router.held_letters = HeldDeadLetters()
         else:
             self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self._rewind)
+        self.checkpoint.scheduled = self.app.scheduled_sends
         if self.app.tables or self.conf.web_enabled:
             conf = self.conf
             url = conf.web_url if conf.web_enabled else None

@@ -16,8 +16,8 @@ recomputed from raw records. Then every window that holds ``t`` takes the update
 A window closes when the stream time passes ``end + grace``. A record is late when its own window
 ``[t - size, t]`` has closed (``t + grace`` behind the stream time): it is dropped and counted
 whole (a partial update would leave later windows without a source). Windows are kept until
-``end + size + grace`` (the default and the minimum ``expires``, counted from the start: ``2 *
-size + grace``), because a record within grace may still need them as a source.
+``end + size + grace`` (the default and the minimum ``expires``, counted from the end as for every
+window: ``size + grace``), because a record within grace may still need them as a source.
 
 Store key: the window key of ``(key, start)`` and one byte saying whether a record sits at the
 window's end, so a key's record times are known again after a recovery.
@@ -44,10 +44,11 @@ class SlidingWindow(Window):
 
     def __init__(self, size: float | timedelta, *, grace: float | timedelta = 0, expires: Any = None,
                  close_idle_after: float | timedelta | None = None, late: str = "drop") -> None:
-        shortest = 2 * _ms(size, "size") + _ms(grace, "grace") + 1
+        shortest = _ms(size, "size") + _ms(grace, "grace") + 1  # after the window's end
         if expires is not None and _ms(expires, "expires") < shortest:
-            raise ConfigurationError(f"sliding expires={expires!r} is shorter than 2 * size + grace: a record within "
-                                     "grace could need a deleted window; leave expires unset (that minimum)")
+            raise ConfigurationError(f"sliding expires={expires!r} is shorter than size + grace (counted from the "
+                                     "window's end): a record within grace could need a deleted window; leave expires "
+                                     "unset (that minimum)")
         super().__init__(size, size, grace=grace, close_idle_after=close_idle_after, late=late,
                          expires=timedelta(milliseconds=shortest) if expires is None else expires)
 
@@ -118,7 +119,7 @@ class SlidingTable(WindowedTable):
         close_at = start + window.size + window.grace + 1  # the end is included: closed once past it
         if state.stream_time is None or close_at > state.stream_time:
             state.close_at(close_at, key_bytes)
-        state.expiring_at.setdefault(start + window.expires, set()).add(key_bytes)
+        state.expiring_at.setdefault(start + window.size + window.expires, set()).add(key_bytes)
 
     def _track_stored(self, state: _PartitionWindows, key_bytes: bytes) -> None:
         assert isinstance(state, _PartitionSliding)
@@ -194,7 +195,7 @@ class SlidingTable(WindowedTable):
     def _untrack(self, state: _PartitionWindows, key_bytes: bytes, start: int) -> None:
         window = self.window
         state.closing_at.get(start + window.size + window.grace + 1, set()).discard(key_bytes)
-        state.expiring_at.get(start + window.expires, set()).discard(key_bytes)
+        state.expiring_at.get(start + window.size + window.expires, set()).discard(key_bytes)
 
     def _or_default(self, value: Any) -> Any:
         if value is _MISSING:

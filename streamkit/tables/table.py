@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..codecs import codec_for
-from ..errors import ConfigurationError, NoRetry, StreamkitError
+from ..errors import ConfigurationError, StreamkitError
 from ..runtime.progress import processing
 from ..transport.partitioner import hash_partition
 from .declared_changelog import adopt as adopt_changelog
 from .stores import MemoryStore, Store
+from .task_keys import WrongPartition, check_key_partitioning, task_partition
 from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
 if TYPE_CHECKING:
@@ -37,11 +38,6 @@ class PartitionNotLocal(StreamkitError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
-
-
-class WrongPartition(StreamkitError, NoRetry):
-    """An agent wrote a key that belongs to another partition than the record it processes
-    (every attempt would: not retried)."""
 
 
 class TablePartition:
@@ -76,12 +72,15 @@ class Table:
     def __init__(self, app: "App", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                  value_type: Any = None, partitions: int | None = None, store: str | None = None,
                  help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None,
-                 changelog_topic: "Topic | None" = None) -> None:
+                 changelog_topic: "Topic | None" = None, key_partitioning: str = "task") -> None:
         if changelog_topic is not None:  # Faust's changelog_topic=: the table takes the topic's types
             key_type, value_type, partitions = adopt_changelog(app, name, changelog_topic, key_type, value_type,
                                                                partitions)
             self.changelog_declared = True
         self.app = app
+        # where a key written from a record of another partition goes (tables/task_keys.py)
+        self.key_partitioning = check_key_partitioning(name, key_partitioning)
+        self.warned_task_keys = False
         self.on_window_close = on_window_close  # windowed tables call it (windows.py)
         self.name = name
         self.default = default
@@ -240,17 +239,17 @@ class Table:
         return placed[0], self._partition(placed[1], key, writing)
 
     def _partition(self, number: int, key: Any, writing: bool) -> TablePartition:
-        """Partition ``number`` of ``key``, if this worker serves it (and, for a write inside a
-        record, if it is the record's own partition)."""
-        if writing and not self.is_global:
+        """The partition ``key`` (of partition ``number``) is read or written in, if this worker
+        serves it: inside a record of another partition, that record's (tables/task_keys.py)."""
+        if not self.is_global:
             event = _processing()  # current_event(), one call less: this runs once per write
             partition = event.partition if event is not None else number  # read once: three hops
             if partition != number and partition >= 0:  # -1: test_context, no key
-                raise WrongPartition(
-                    f"table {self.name!r}: key {key!r} belongs to partition {number}, but the record being "
-                    f"processed came from {event.topic}[{event.partition}]; re-key the stream first "
-                    f"(stream.group_by) so the table is co-partitioned with its source"
-                )
+                number = task_partition(self, number, key, event, writing)
+        return self._served(number, key)
+
+    def _served(self, number: int, key: Any) -> TablePartition:
+        """Partition ``number``, if this worker serves it and it is recovered."""
         part = self.local.get(number)
         if part is None or not part.ready:
             state = "is recovering" if part is not None else "is not owned by this worker"
@@ -308,12 +307,13 @@ class Table:
         placed = self._placements.get(key) if memoised else None
         if placed is None or placed[3] != self.partitions:
             placed = self._placed(key, memoised)
-        part = self.local.get(placed[1])
-        if part is not None and part.ready:  # a value written since the last checkpoint: the
-            value = part.cache.get(placed[0], _MISSING)  # first place _read looks, inline
-            if value is not _MISSING and value is not DELETED:
+        number, event = placed[1], _processing()
+        part = self.local.get(number)
+        if part is not None and part.ready and (event is None or self.is_global or event.partition in (number, -1)):
+            value = part.cache.get(placed[0], _MISSING)  # a value written since the last checkpoint:
+            if value is not _MISSING and value is not DELETED:  # the first place _read looks, inline
                 return value
-        part = self._partition(placed[1], key, False)
+        part = self._partition(number, key, False)
         value = self._read(placed[0], part)
         if value is _MISSING:
             if self.default is None:

@@ -15,8 +15,8 @@ and recovered with the windows). A window ``[start, end)`` closes when the strea
 end)), value)`` (Faust's signature, seconds) and, with ``.final(topic)``, to that topic once, in
 the same transaction as the offsets that closed it. A record for a closed window is *late*:
 its update to that window is dropped and counted (``late_records``), never merged. Windows are
-deleted ``expires`` after their start (default ``size + grace``: when they close), with
-changelog tombstones, so the store and the changelog stay bounded.
+deleted ``expires`` after their end, as Faust counts it (default ``grace``: when they close),
+with changelog tombstones, so the store and the changelog stay bounded.
 """
 from __future__ import annotations
 
@@ -94,10 +94,16 @@ class Window:
         if self.step > self.size:
             raise ConfigurationError(f"hopping step {step!r} is longer than the window {size!r}: records between "
                                      "windows would belong to none")
-        self.expires = self.size + self.grace if expires is None else _ms(expires, "expires")
-        if self.expires < self.size + self.grace:
-            raise ConfigurationError(f"expires={expires!r} is shorter than size + grace: windows would be deleted "
-                                     "before they close; use expires >= size + grace (the default)")
+        self.expires = self._expires(expires)
+
+    def _expires(self, expires: Any) -> int:
+        """How long after its end a window is kept (ms): Faust's ``expires``, counted from the
+        window's end; at least ``grace``, when the window closes (the default)."""
+        kept = self.grace if expires is None else _ms(expires, "expires")
+        if kept < self.grace:
+            raise ConfigurationError(f"expires={expires!r} is shorter than grace: windows would be deleted before they "
+                                     "close; use expires >= grace (counted from the window's end; the default)")
+        return kept
 
     def ranges(self, ts: int) -> list[tuple[int, int]]:
         first = ((ts - self.size) // self.step + 1) * self.step  # the earliest start with start + size > ts
@@ -109,7 +115,8 @@ class Window:
 
     def describe(self) -> str:
         step = "" if self.step == self.size else f", step {self.step / 1000:g}s"
-        return f"{self.kind} {self.size / 1000:g}s{step}, grace {self.grace / 1000:g}s, expires {self.expires / 1000:g}s"
+        return (f"{self.kind} {self.size / 1000:g}s{step}, grace {self.grace / 1000:g}s, "
+                f"expires {self.expires / 1000:g}s after the end")
 
 
 class TumblingWindow(Window):
@@ -272,7 +279,7 @@ class WindowedTable(Table):
         close_at = start + window.size + window.grace
         if state.stream_time is None or close_at > state.stream_time:
             state.close_at(close_at, key_bytes)
-        state.expiring_at.setdefault(start + window.expires, set()).add(key_bytes)
+        state.expiring_at.setdefault(start + window.size + window.expires, set()).add(key_bytes)
 
     def forget_writes(self, number: int) -> None:
         super().forget_writes(number)

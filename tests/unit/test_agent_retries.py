@@ -38,7 +38,7 @@ async def test_wrong_partition_goes_to_the_policy_at_once_with_one_line(caplog):
     caplog.set_level(logging.DEBUG)
     app = make_app(agent_retries=2)
     src = app.topic("wp-in", key_type=str, value_type=int, partitions=2)
-    counts = app.Table("wp-counts", default=int, partitions=2)
+    counts = app.Table("wp-counts", default=int, partitions=2, key_partitioning="strict")
     other = next(k for k in (f"k{i}" for i in range(100)) if partition_for_key(k.encode(), 2) == 1)
     attempts, done = [], []
 

@@ -14,7 +14,7 @@ import pytest
 
 import streamkit as faust  # as a Faust app would import it
 from streamkit.errors import ConfigurationError
-from streamkit.faust_settings import ONLY, REFUSED, RENAMED
+from streamkit.faust_settings import ONLY, REFUSED, RENAMED, TIMING
 from tests.helpers import collected
 from streamkit.settings import Settings
 from streamkit.testing import wait_for
@@ -49,7 +49,8 @@ def memory_app(**settings):
 
 
 def test_every_faust_setting_is_known_to_streamkit():
-    unknown = [n for n in FAUST_SETTINGS if n not in FIELDS and n not in RENAMED and n not in ONLY and n not in REFUSED]
+    unknown = [n for n in FAUST_SETTINGS
+               if n not in FIELDS and n not in RENAMED and n not in ONLY and n not in TIMING and n not in REFUSED]
     assert unknown == []
 
 
@@ -85,6 +86,18 @@ def test_faust_settings_are_accepted_only_with_the_value_streamkit_honours(name)
     faust.App("x", **{name: accepted[0]})
     with pytest.raises(ConfigurationError, match=f"{name}=.* is not supported: .+"):
         faust.App("x", **{name: "something else"})
+
+
+def test_table_cleanup_interval_only_tunes_timing_so_it_is_accepted_saying_what_streamkit_does(caplog):
+    caplog.set_level(logging.INFO, logger="streamkit.app")
+    app = faust.App("x", table_cleanup_interval=1.0)
+    app.conf.table_cleanup_interval = dt.timedelta(seconds=2)  # as Faust's windowed_aggregation.py sets it
+    said = [r.getMessage() for r in caplog.records if "table_cleanup_interval" in r.getMessage()]
+    assert len(said) == 2 and all("every checkpoint" in s for s in said)
+    with pytest.raises(ConfigurationError, match="table_cleanup_interval=-1.*seconds"):
+        faust.App("x", table_cleanup_interval=-1)
+    with pytest.raises(ConfigurationError, match="table_cleanup_interval='soon'"):
+        faust.App("x", table_cleanup_interval="soon")
 
 
 def test_a_faust_name_and_the_streamkit_name_must_agree():

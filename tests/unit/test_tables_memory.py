@@ -83,12 +83,12 @@ async def test_n_writes_to_one_key_make_one_changelog_record(tmp_path):
         assert [m.value for m in changelog(app, counts)] == [b"500", b"510"]
 
 
-async def test_writing_a_key_of_another_partition_is_a_clear_error(tmp_path):
+async def test_writing_a_key_of_another_partition_to_a_strict_table_is_a_clear_error(tmp_path):
     name = new_name()
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  commit_interval=0.05, agent_retries=0)
     orders = app.topic("orders", key_type=str, value_type=dict, partitions=4)
-    totals = app.Table("totals", default=float)
+    totals = app.Table("totals", default=float, key_partitioning="strict")
 
     @app.agent(orders)
     async def total(stream):

@@ -117,8 +117,22 @@ async def test_expired_windows_are_deleted_so_the_store_stays_bounded():
                 await app.runtime.checkpoint.commit()
         table = app.tables["views"]
         stored = [k for part in table.local.values() for k, _ in part.store.items()]
-        assert 1 < len(stored) <= 4 + 1, stored  # 30 s of 10 s windows (+ the stream-time entry)
+        assert 1 < len(stored) <= 4 + 1, stored  # 10 s windows kept 30 s after their end (+ the stream-time entry)
         assert len(final_records(app)) == 59
+
+
+async def test_expires_is_counted_from_the_windows_end_as_in_faust():
+    """Faust's windowed_aggregation.py: 10 s windows, expires=1 s (refused when it was counted from the start)."""
+    app, clicks, views, seen, closed = windowed_app(f"win-{uuid.uuid4().hex[:6]}", lambda t: t.tumbling(10, expires=1))
+    async with app.running():
+        await counted(app, clicks, seen, (1001, 1002, 1010.5))  # [1000, 1010) closes; kept until 1011
+        await app.runtime.checkpoint.commit()
+        await wait_for(lambda: closed, 10, message="the window's final value")
+        assert list(views["a"]) == [((1000.0, 1010.0), 2), ((1010.0, 1020.0), 1)]
+        await counted(app, clicks, seen, (1011,))
+        await app.runtime.checkpoint.commit()
+        assert list(views["a"]) == [((1010.0, 1020.0), 2)]
+    assert closed == [(("a", (1000.0, 1010.0)), 2)]
 
 
 async def test_recovery_restores_the_windows_and_the_stream_time(tmp_path):
@@ -182,12 +196,12 @@ async def test_on_window_close_without_a_window_is_refused_at_start():
 
 def test_window_settings_that_cannot_work_are_refused():
     app = sk.App("w", broker="memory://w", driver="memory")
-    with pytest.raises(ConfigurationError, match="shorter than size"):
-        app.Table("a").tumbling(10, expires=5)
+    with pytest.raises(ConfigurationError, match="shorter than grace"):
+        app.Table("a").tumbling(10, expires=5, grace=10)
     with pytest.raises(ConfigurationError, match="longer than the window"):
         app.Table("b").hopping(10, 20)
-    with pytest.raises(ConfigurationError, match="2 \\* size \\+ grace"):
-        app.Table("c").sliding(10, expires=15)
+    with pytest.raises(ConfigurationError, match="shorter than size \\+ grace"):
+        app.Table("c").sliding(10, expires=5)
 
 
 # -- against a batch recomputation --------------------------------------------------------------
@@ -218,9 +232,10 @@ def batch_truth(records, size, step, grace):
        shape=st.sampled_from([(10, 10), (10, 5), (20, 5), (6, 3)]), grace=st.sampled_from([0, 3, 15]),
        keep=st.sampled_from([0, 7, 100]))
 async def test_final_values_and_late_records_match_a_batch_recomputation(records, shape, grace, keep):
-    """``keep``: how much longer than size + grace windows are kept (expires): never a final value's business."""
+    """``keep``: how much longer than grace windows are kept after their end (expires): never a
+    final value's business."""
     size, step = shape
-    expires = size + grace + keep
+    expires = grace + keep
     app, clicks, views, seen, closed = windowed_app(
         f"winp-{uuid.uuid4().hex[:6]}", lambda t: t.hopping(size, step, expires, grace=grace) if step != size
         else t.tumbling(size, expires, grace=grace))
