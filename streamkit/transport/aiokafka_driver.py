@@ -19,7 +19,7 @@ from aiokafka.errors import (InvalidProducerEpoch, KafkaError, ProducerFenced as
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings, reveal_config
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
 from .aiokafka_fetched import as_message, as_messages
 from .columns import Columns
 from .aiokafka_batches import BatchedSends, keep_in_metadata, transaction_error
@@ -164,6 +164,10 @@ class AiokafkaConsumer(Consumer):
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         ends = await self._client.end_offsets(_tps(tps))
         return {TP(tp.topic, tp.partition): off for tp, off in ends.items()}
+
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        starts = await self._client.beginning_offsets(_tps(tps))
+        return {TP(tp.topic, tp.partition): off for tp, off in starts.items()}
 
 
 # aiokafka keeps one produce request in flight per broker and one batch per partition queued
@@ -359,6 +363,17 @@ class AiokafkaAdmin(Admin):
             first = parts[0]  # aiokafka's metadata names them "replicas" (newer schemas: "replica_nodes")
             replicas = first.get("replicas", first.get("replica_nodes", []))
             out[topic["topic"]] = TopicInfo(topic["topic"], len(parts), len(replicas))
+        return out
+
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        out: dict[str, list[PartitionInfo]] = {}
+        for topic in await self._client.describe_topics(None):  # all: naming topics may auto-create them
+            if topic["topic"] not in names or topic.get("error_code", 0) != 0:
+                continue
+            parts = [PartitionInfo(p.get("partition", p.get("partition_index", -1)), p.get("leader", p.get("leader_id", -1)),
+                                   list(p.get("replicas", p.get("replica_nodes", []))),
+                                   list(p.get("isr", p.get("isr_nodes", [])))) for p in topic["partitions"]]
+            out[topic["topic"]] = sorted(parts, key=lambda p: p.partition)
         return out
 
 

@@ -137,6 +137,16 @@ class TopicInfo:
     replicas: int
 
 
+@dataclass
+class PartitionInfo:
+    """Where one partition lives (``streamkit topics describe``): broker ids."""
+
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
 RebalanceCallback = Callable[[list[TP]], Awaitable[None]]
 
 
@@ -216,6 +226,10 @@ class Consumer(abc.ABC):
 
     @abc.abstractmethod
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]: ...
+
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        """Each partition's log start offset (the first offset still kept)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list beginning offsets")
 
     @abc.abstractmethod
     async def check_connection(self, timeout: float) -> None:
@@ -333,6 +347,10 @@ class Admin(abc.ABC):
     @abc.abstractmethod
     async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
         """Describe ``names`` (all topics when None); missing topics are absent from the result."""
+
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        """Each existing topic's partitions with their leader, replicas and in-sync replicas."""
+        return {}
 
     async def diagnose(self) -> str | None:
         """After a failed connection: the cause and fix if no retry can heal it (bad credentials,

@@ -24,7 +24,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 from ..settings import Settings, reveal_config
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
 from .columns import Columns
 from .confluent_fetched import FetchedMessage, as_columns, split
 from .confluent_producer import ConfluentProducer
@@ -385,6 +385,9 @@ class ConfluentConsumer(Consumer):
             out[tp] = high
         return out
 
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        return {tp: (await self._watermarks(TopicPartition(*tp)))[0] for tp in tps}
+
     async def _watermarks(self, part: TopicPartition) -> tuple[int, int]:
         """``get_watermark_offsets``, waiting while librdkafka says the partition is unknown: a
         fresh client (a restore's consumer) asks before its first metadata arrives, which after
@@ -464,6 +467,13 @@ class ConfluentAdmin(Admin):
             out[name] = TopicInfo(name, len(topic.partitions), len(first.replicas))
         return out
 
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        assert self._client is not None
+        client = self._client
+        meta = await asyncio.get_running_loop().run_in_executor(None, lambda: self._metadata(client, METADATA_WAIT))
+        return {name: [PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs))
+                       for p in sorted(topic.partitions.values(), key=lambda p: p.id)]
+                for name, topic in meta.topics.items() if name in names and topic.error is None}
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
         assert self._client is not None

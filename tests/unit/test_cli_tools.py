@@ -1,0 +1,101 @@
+"""consume, topics describe/delete, groups and dlq replay on the memory broker (click's runner)."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from streamkit.cli.main import cli
+from streamkit.transport.memory import MemoryBroker
+
+APP_MODULE = '''
+import streamkit as sk
+
+
+class Order(sk.Record):
+    item: str
+    qty: int
+
+
+app = sk.App("{name}", broker="memory://{name}", driver="memory", web_enabled=False, error_policy="dlq")
+orders = app.topic("{name}-orders", value_type=Order, partitions=2)
+counts = app.topic("{name}-counts", key_type=str, value_type=int)
+
+
+@app.agent(orders)
+async def handle(stream):
+    async for _ in stream:
+        pass
+'''
+
+
+@pytest.fixture
+def app_module(tmp_path, monkeypatch):
+    name = f"tools_{uuid.uuid4().hex[:6]}"
+    (tmp_path / f"{name}.py").write_text(APP_MODULE.format(name=name))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+    MemoryBroker.forget(name)
+
+
+def invoke(*args: str, broker: str | None = None):
+    """The CLI; ``broker``: the memory cluster the STREAMKIT_* settings name (no -A)."""
+    env = {"STREAMKIT_BROKER": f"memory://{broker}", "STREAMKIT_DRIVER": "memory"} if broker else None
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def append(name: str, topic: str, key, value, partition: int = 0, headers=None) -> None:
+    broker = MemoryBroker.named(name)
+    broker.create_topic(topic, 2)
+    broker.append(topic, key, value, partition, headers or [], 1700000000000)
+
+
+def test_consume_from_beginning_decodes_with_the_apps_types_and_stops_at_the_end(app_module):
+    topic = f"{app_module}-orders"
+    append(app_module, topic, b"k1", b'{"item":"tea","qty":2}', 0)
+    append(app_module, topic, b"k2", b'{"item":"cake","qty":1}', 1, [("trace", b"abc"), ("bin", b"\xff\x00")])
+    result = invoke("consume", topic, "-A", f"{app_module}:app", "--from-beginning", "--json")
+    assert result.exit_code == 0, (result.output, result.stderr)
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert sorted((r["partition"], r["offset"], r["key"]) for r in lines) == [(0, 0, "k1"), (1, 0, "k2")]
+    second = next(r for r in lines if r["partition"] == 1)
+    assert second["value"]["item"] == "cake" and second["value"]["qty"] == 1
+    assert second["headers"] == [["trace", "abc"], ["bin", {"base64": "/wA="}]]
+    assert second["timestamp_ms"] == 1700000000000 and second["timestamp"].startswith("2023-11-14T22:13:20.000")
+    assert "2 records" in result.stderr
+
+
+def test_consume_without_an_app_shows_text_or_base64_and_honours_partition_and_max(app_module):
+    topic = f"{app_module}-raw"
+    append(app_module, topic, b"a", b"hello", 0)
+    append(app_module, topic, b"b", b"\xff\xfe", 0)
+    append(app_module, topic, b"c", b"other", 1)
+    result = invoke("consume", topic, "--from-beginning", "--partition", "0", broker=app_module)
+    assert result.exit_code == 0, (result.output, result.stderr)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and "key=a  value=hello" in lines[0] and "value=base64://4=" in lines[1], lines
+    limited = invoke("consume", topic, "--from-beginning", "--max", "1", "--json", broker=app_module)
+    assert len(limited.stdout.splitlines()) == 1
+    raw = orjson.loads(invoke("consume", topic, "--from-beginning", "--partition", "0", "--json",
+                              broker=app_module).stdout.splitlines()[1])
+    assert raw["value"] == "//4=" and raw["value_encoding"] == "base64" and raw["key_encoding"] == "utf-8"
+
+
+def test_consume_refuses_a_topic_or_partition_that_does_not_exist(app_module):
+    missing = invoke("consume", "nope", broker=app_module)
+    assert missing.exit_code == 2 and "topic 'nope' does not exist" in missing.stderr
+    append(app_module, f"{app_module}-x", None, b"1", 0)
+    wrong = invoke("consume", f"{app_module}-x", "--partition", "5", broker=app_module)
+    assert wrong.exit_code == 2 and "has partitions 0..1, not 5" in wrong.stderr
+
+
+def test_consume_from_the_end_without_follow_shows_nothing_old(app_module):
+    topic = f"{app_module}-orders"
+    append(app_module, topic, b"k1", b'{"item":"tea","qty":2}', 0)
+    result = invoke("consume", topic, "-A", f"{app_module}:app", "--no-follow")
+    assert result.exit_code == 0 and result.stdout == "" and "0 records" in result.stderr
