@@ -320,7 +320,7 @@ class AiokafkaAdmin(Admin):
         return {name: str(for_code(code)) for name, code, *_ in response.topic_error_codes
                 if code not in (0, UnknownTopicOrPartitionError.errno)}
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         if not names:
             return out
@@ -329,7 +329,8 @@ class AiokafkaAdmin(Admin):
         for response in responses:
             for error_code, _message, _kind, name, entries, *_ in response.resources:
                 if error_code == 0:  # absent, or not describable here: nothing to check
-                    out[name] = {entry[0]: entry[1] for entry in entries if entry[1] is not None}
+                    out[name] = {entry[0]: entry[1] for entry in entries
+                                 if entry[1] is not None and not (set_only and not _set_on_topic(entry))}
         return out
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
@@ -375,6 +376,14 @@ class AiokafkaAdmin(Admin):
                                    list(p.get("isr", p.get("isr_nodes", [])))) for p in topic["partitions"]]
             out[topic["topic"]] = sorted(parts, key=lambda p: p.partition)
         return out
+
+
+def _set_on_topic(entry: Any) -> bool:
+    """A DescribeConfigs entry set on the topic: v0 says is_default, later versions the source
+    (1: DYNAMIC_TOPIC_CONFIG)."""
+    if len(entry) == 5:
+        return not entry[3]
+    return entry[3] == 1
 
 
 def reads_changelogs_with_librdkafka(settings: Settings) -> bool:

@@ -362,9 +362,10 @@ class Admin(abc.ABC):
         absent topic is no refusal)."""
         return {name: f"{type(self).__name__} cannot delete topics" for name in names}
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
         """Each existing topic's configs as the broker reports them (a topic it does not
-        describe is absent: nothing can be checked about it)."""
+        describe is absent: nothing can be checked about it); ``set_only``: only those set on
+        the topic itself, not the broker's defaults."""
         return {}
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
+                                   ResourceType)
 
 from ..settings import Settings, reveal_config
 from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
@@ -488,7 +489,7 @@ class ConfluentAdmin(Admin):
                     refused[name] = exc.args[0].str()
         return refused
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
         assert self._client is not None
         out: dict[str, dict[str, str]] = {}
         if not names:
@@ -499,7 +500,8 @@ class ConfluentAdmin(Admin):
                 entries = await asyncio.wrap_future(fut)
             except KafkaException:  # absent, or not describable here: nothing to check
                 continue
-            out[resource.name] = {name: entry.value for name, entry in entries.items() if entry.value is not None}
+            out[resource.name] = {name: entry.value for name, entry in entries.items() if entry.value is not None
+                                  and not (set_only and entry.source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value)}
         return out
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:

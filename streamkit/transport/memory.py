@@ -518,7 +518,8 @@ class MemoryAdmin(Admin):
                 self.broker.topic_configs[spec.name] = dict(spec.config)
             self.broker.create_topic(spec.name, spec.partitions)
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
+        """The memory broker has no defaults: every config is one set at creation."""
         return {name: dict(self.broker.topic_configs.get(name, {})) for name in names if name in self.broker.logs}
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:

@@ -100,3 +100,20 @@ async def topic_partitions(admin: object, topic: str) -> list[TP] | None:
     """The partitions of ``topic``, or None if the broker does not have it."""
     info = (await admin.describe_topics([topic])).get(topic)  # type: ignore[attr-defined]
     return None if info is None else [TP(topic, p) for p in range(info.partitions)]
+
+
+async def log_ends(consumer: Consumer, tps: Sequence[TP], wait: float = 5.0) -> dict[TP, int]:
+    """Each partition's end offset (the high watermark under read_uncommitted): ListOffsets'
+    answer, raised to what a fetch response reports where one comes within ``wait`` seconds
+    (the dev broker answers ListOffsets short of the end). Assigns ``tps`` to the consumer."""
+    tps = list(tps)
+    listed = await consumer.end_offsets(tps)
+    if not tps:
+        return listed
+    await consumer.assign(tps, {tp: max(0, listed[tp] - 1) for tp in tps})
+    ends = Ends()
+    deadline = time.monotonic() + wait
+    while len(ends.first) < len(tps) and time.monotonic() < deadline:
+        await consumer.getmany(0.2, 1)
+        ends.learn(consumer, tps)
+    return {tp: max(listed[tp], ends.first.get(tp, (-1, False))[0]) for tp in tps}

@@ -99,3 +99,40 @@ def test_consume_from_the_end_without_follow_shows_nothing_old(app_module):
     append(app_module, topic, b"k1", b'{"item":"tea","qty":2}', 0)
     result = invoke("consume", topic, "-A", f"{app_module}:app", "--no-follow")
     assert result.exit_code == 0 and result.stdout == "" and "0 records" in result.stderr
+
+
+def test_topics_describe_shows_partitions_offsets_and_configs(app_module):
+    topic = f"{app_module}-described"
+    created = invoke("topics", "create", topic, "--partitions", "2", "--config", "retention.ms=1000", broker=app_module)
+    assert created.exit_code == 0, created.stderr
+    append(app_module, topic, b"a", b"1", 1)
+    append(app_module, topic, b"b", b"2", 1)
+    result = invoke("topics", "describe", topic, broker=app_module)
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{topic}\tpartitions=2\treplicas=1"
+    assert lines[1] == "  partition=0\tleader=0\treplicas=0\tisr=0\tearliest=0\tlatest=0\trecords=0"
+    assert lines[2] == "  partition=1\tleader=0\treplicas=0\tisr=0\tearliest=0\tlatest=2\trecords=2"
+    assert lines[3:] == ["configs set on the topic:", "  retention.ms=1000"]
+
+
+def test_topics_delete_asks_refuses_foreign_topics_and_reports_each(app_module):
+    ours, other = f"{app_module}-counts", f"{app_module}-someone-elses"
+    for name in (ours, other):
+        append(app_module, name, None, b"1", 0)
+    broker = MemoryBroker.named(app_module)
+    declined = CliRunner().invoke(cli, ["topics", "delete", ours, "-A", f"{app_module}:app"], input="n\n")
+    assert declined.exit_code == 1 and ours in broker.logs  # click's Abort
+    foreign = invoke("topics", "delete", other, "-A", f"{app_module}:app", "--yes")
+    assert foreign.exit_code == 2 and "not a topic of app" in foreign.stderr and "--force" in foreign.stderr
+    assert other in broker.logs
+    done = invoke("topics", "delete", ours, other, "nope", "-A", f"{app_module}:app", "--yes", "--force")
+    assert done.stdout.splitlines() == [f"deleted {ours}", f"deleted {other}", "not deleted nope: does not exist"]
+    assert done.exit_code == 1 and ours not in broker.logs and other not in broker.logs
+
+
+def test_every_topics_subcommand_has_help():
+    for sub in ("list", "create", "describe", "delete"):
+        result = CliRunner().invoke(cli, ["topics", "--help"])
+        line = next(line for line in result.output.splitlines() if line.strip().startswith(sub))
+        assert len(line.split(None, 1)) == 2, (sub, line)
