@@ -343,6 +343,10 @@ class AiokafkaAdmin(Admin):
                 refused[tp] = repr(exc)
         return refused
 
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        listed = await self._client.list_consumer_group_offsets(group)
+        return {TP(tp.topic, tp.partition): meta.offset for tp, meta in listed.items() if meta.offset >= 0}
+
     async def delete_group(self, group: str) -> str | None:
         coordinator = await self._client.find_coordinator(group)
         response = await self._client._send_request_to_node(coordinator, DeleteGroupsRequest([group]))

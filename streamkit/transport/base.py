@@ -373,6 +373,10 @@ class Admin(abc.ABC):
         moves up); returns the broker's refusal per partition (empty when all were deleted)."""
         return {tp: f"{type(self).__name__} cannot delete records" for tp in before}
 
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        """Every offset ``group`` committed (the next offset to read, per partition)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list a group's offsets")
+
     async def delete_group(self, group: str) -> str | None:
         """Delete a consumer group and its committed offsets (``streamkit reset``); the
         broker's refusal (a group with live members), or None once deleted or absent."""

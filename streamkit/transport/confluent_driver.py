@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
                                    ResourceType)
 
@@ -517,6 +518,12 @@ class ConfluentAdmin(Admin):
             except KafkaException as exc:
                 refused[TP(tp.topic, tp.partition)] = exc.args[0].str()
         return refused
+
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        assert self._client is not None
+        futures = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=15)
+        listed = await asyncio.wrap_future(futures[group])
+        return {TP(p.topic, p.partition): p.offset for p in listed.topic_partitions or [] if p.offset >= 0}
 
     async def delete_group(self, group: str) -> str | None:
         assert self._client is not None

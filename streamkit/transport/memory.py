@@ -537,6 +537,9 @@ class MemoryAdmin(Admin):
             self.broker.log_start[tp] = max(offset, self.broker.log_start.get(tp, 0))
         return {}
 
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        return dict(self.broker.committed.get(group, {}))
+
     async def delete_group(self, group: str) -> str | None:
         if self.broker.groups.get(group):
             return f"group {group!r} has live members"

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from streamkit.cli.main import cli
+from streamkit.transport.base import TP
 from streamkit.transport.memory import MemoryBroker
 
 APP_MODULE = '''
@@ -136,3 +137,19 @@ def test_every_topics_subcommand_has_help():
         result = CliRunner().invoke(cli, ["topics", "--help"])
         line = next(line for line in result.output.splitlines() if line.strip().startswith(sub))
         assert len(line.split(None, 1)) == 2, (sub, line)
+
+
+def test_groups_shows_the_apps_committed_offsets_ends_and_lag(app_module):
+    topic = f"{app_module}-orders"
+    for offset in range(3):
+        append(app_module, topic, None, b"{}", 0)
+    append(app_module, topic, None, b"{}", 1)
+    MemoryBroker.named(app_module).committed[app_module] = {TP(topic, 0): 1}
+    result = invoke("groups", "-A", f"{app_module}:app")
+    assert result.exit_code == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()]
+    assert lines[0] == ["group", app_module] and lines[1] == ["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"]
+    assert lines[2:] == [[topic, "0", "1", "3", "2"], [topic, "1", "-", "1", "1"], ["total", "lag", "3"]]
+    named = invoke("groups", "--group", app_module, broker=app_module)  # every partition of a topic it committed in
+    assert [line.split() for line in named.stdout.splitlines()] == lines
+    assert invoke("groups", broker=app_module).exit_code == 2
