@@ -372,7 +372,7 @@ def main() -> None:
 
 
 def _register_commands() -> None:
-    from . import acls_command, consume_command, groups_command, models_command, state_commands, topics_commands  # noqa: F401  (their @cli.command registers them)
+    from . import acls_command, consume_command, dlq_command, groups_command, models_command, state_commands, topics_commands  # noqa: F401  (their @cli.command registers them)
     from .spark_command import spark
 
     cli.add_command(spark)

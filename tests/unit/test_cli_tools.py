@@ -153,3 +153,37 @@ def test_groups_shows_the_apps_committed_offsets_ends_and_lag(app_module):
     named = invoke("groups", "--group", app_module, broker=app_module)  # every partition of a topic it committed in
     assert [line.split() for line in named.stdout.splitlines()] == lines
     assert invoke("groups", broker=app_module).exit_code == 2
+
+
+def dead_letter(app_module: str, source: str, partition: int, offset: int, error: str, error_type: str = "ValueError"):
+    headers = [("trace", b"t1"), ("streamkit-error", error.encode()), ("streamkit-error-type", error_type.encode()),
+               ("streamkit-stage", b"agent"), ("streamkit-source-topic", source.encode()),
+               ("streamkit-source-partition", str(partition).encode()), ("streamkit-source-offset", str(offset).encode()),
+               ("streamkit-app", app_module.encode())]
+    append(app_module, f"{app_module}-dlq", f"k{offset}".encode(), f"v{offset}".encode(), 0, headers)
+
+
+def test_dlq_replay_sends_the_selected_dead_letters_back_where_they_failed(app_module):
+    orders, counts = f"{app_module}-orders", f"{app_module}-counts"
+    MemoryBroker.named(app_module).create_topic(orders, 2)
+    dead_letter(app_module, orders, 1, 10, "bad qty")      # dlq offset 0
+    dead_letter(app_module, counts, 0, 11, "bad count")    # 1
+    dead_letter(app_module, orders, 0, 12, "no item", "DecodeError")  # 2
+    append(app_module, f"{app_module}-dlq", None, b"stray", 0)  # 3: not a dead letter
+    dead_letter(app_module, orders, 1, 13, "bad qty")      # 4
+    dry = invoke("dlq", "replay", "-A", f"{app_module}:app", "--source-topic", orders, "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert len(dry.stdout.splitlines()) == 4 and f"-> {orders}[0] (was @12) DecodeError: no item" in dry.stdout
+    assert dry.stdout.splitlines()[-1] == (f"would replay 3 dead letters from {app_module}-dlq; skipped 1 filtered; "
+                                           "skipped 1 not a dead letter")
+    broker = MemoryBroker.named(app_module)
+    assert all(not log for log in broker.logs[orders])  # a dry run sends nothing
+    done = invoke("dlq", "replay", "-A", f"{app_module}:app", "--error", "bad qty", "--to-offset", "3")
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout.strip() == (f"replayed 1 dead letters from {app_module}-dlq; skipped 2 filtered; "
+                                   "skipped 1 after --to-offset; skipped 1 not a dead letter")
+    [record] = broker.logs[orders][1]
+    assert (record.key, record.value) == (b"k10", b"v10")
+    assert record.headers == [("trace", b"t1"), ("streamkit-replay-of", f"{app_module}-dlq[0]@0".encode())]
+    again = invoke("dlq", "replay", "-A", f"{app_module}:app", "--error", "DecodeError", "--from-offset", "2")
+    assert again.stdout.startswith("replayed 1 dead letters") and len(broker.logs[orders][0]) == 1
