@@ -30,7 +30,8 @@ def topics_describe(name: str, app_spec: str | None, broker: str | None, driver:
             if info is None:
                 return None
             partitions = (await admin.describe_partitions([name])).get(name, [])
-            configs = (await admin.topic_configs([name], set_only=not all_configs)).get(name, {})
+            every = (await admin.topic_configs([name])).get(name, {})
+            configs = every if all_configs else (await admin.topic_configs([name], set_only=True)).get(name, {})
         finally:
             await admin.stop()
         tps = [TP(name, p) for p in range(info.partitions)]
@@ -41,12 +42,12 @@ def topics_describe(name: str, app_spec: str | None, broker: str | None, driver:
             latest = await log_ends(consumer, tps)
         finally:
             await consumer.stop()
-        return info, partitions, configs, earliest, latest
+        return info, partitions, configs, len(every), earliest, latest
 
     described = run(go())
     if described is None:
         raise click.ClickException(f"topic {name!r} does not exist")
-    info, partitions, configs, earliest, latest = described
+    info, partitions, configs, reported, earliest, latest = described
     click.echo(f"{info.name}\tpartitions={info.partitions}\treplicas={info.replicas}")
     placed = {p.partition: p for p in partitions}
     for p in range(info.partitions):
@@ -57,8 +58,10 @@ def topics_describe(name: str, app_spec: str | None, broker: str | None, driver:
         click.echo(f"  partition={p}\t{nodes}\tearliest={earliest[tp]}\tlatest={latest[tp]}"
                    f"\trecords={latest[tp] - earliest[tp]}")
     title = "configs" if all_configs else "configs set on the topic"
-    if not configs:
-        click.echo(f"{title}: none (the broker's defaults apply)")
+    if not configs and reported and not all_configs:  # (the dev broker calls every config a default)
+        click.echo(f"{title}: none reported as set on the topic (--all-configs shows the {reported} the broker has)")
+    elif not configs:
+        click.echo(f"{title}: none")
     else:
         click.echo(f"{title}:")
         for key in sorted(configs):

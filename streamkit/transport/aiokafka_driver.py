@@ -344,7 +344,13 @@ class AiokafkaAdmin(Admin):
         return refused
 
     async def group_offsets(self, group: str) -> dict[TP, int]:
-        listed = await self._client.list_consumer_group_offsets(group)
+        # every partition named: an OffsetFetch for "all topics" makes the dev broker drop the connection
+        partitions = [TopicPartition(topic["topic"], p.get("partition", p.get("partition_index")))
+                      for topic in await self._client.describe_topics(None) if topic.get("error_code", 0) == 0
+                      for p in topic["partitions"]]
+        if not partitions:
+            return {}
+        listed = await self._client.list_consumer_group_offsets(group, partitions=partitions)
         return {TP(tp.topic, tp.partition): meta.offset for tp, meta in listed.items() if meta.offset >= 0}
 
     async def delete_group(self, group: str) -> str | None:
