@@ -288,12 +288,13 @@ def with_topic_source(fn: Any) -> Any:
 
 @cli.group()
 def topics() -> None:
-    """List, create and describe topics."""
+    """List, create, describe and delete topics (-A: with the app's broker settings)."""
 
 
 @topics.command("list")
 @with_topic_source
 def topics_list(app_spec: str | None, broker: str | None, driver: str | None) -> None:
+    """Every topic on the broker with its partition count and replication factor."""
     from ..runtime.topic_admin import connect_admin
 
     drv, address, timeout = _admin_driver(app_spec, broker, driver)
@@ -309,27 +310,6 @@ def topics_list(app_spec: str | None, broker: str | None, driver: str | None) ->
         click.echo(f"{name}\tpartitions={info.partitions}\treplicas={info.replicas}")
 
 
-@topics.command("describe")
-@click.argument("name")
-@with_topic_source
-def topics_describe(name: str, app_spec: str | None, broker: str | None, driver: str | None) -> None:
-    from ..runtime.topic_admin import connect_admin
-
-    drv, address, timeout = _admin_driver(app_spec, broker, driver)
-
-    async def go() -> Any:
-        admin = await connect_admin(drv, address, timeout)
-        try:
-            return (await admin.describe_topics([name])).get(name)
-        finally:
-            await admin.stop()
-
-    info = run(go())
-    if info is None:
-        raise click.ClickException(f"topic {name!r} does not exist")
-    click.echo(f"{info.name}\tpartitions={info.partitions}\treplicas={info.replicas}")
-
-
 @topics.command("create")
 @click.argument("name")
 @click.option("--partitions", type=int, default=1, show_default=True)
@@ -338,6 +318,8 @@ def topics_describe(name: str, app_spec: str | None, broker: str | None, driver:
 @with_topic_source
 def topics_create(name: str, partitions: int, replicas: int, configs: tuple[str, ...], app_spec: str | None,
                   broker: str | None, driver: str | None) -> None:
+    """Create topic NAME (an existing one with the same partition count is left alone; with
+    another count it is an error naming both)."""
     from ..runtime.topic_admin import ensure_topics
     from ..transport import TopicSpec
 
@@ -390,7 +372,7 @@ def main() -> None:
 
 
 def _register_commands() -> None:
-    from . import acls_command, models_command, state_commands  # noqa: F401  (their @cli.command registers them)
+    from . import acls_command, consume_command, dlq_command, groups_command, models_command, state_commands, topics_commands  # noqa: F401  (their @cli.command registers them)
     from .spark_command import spark
 
     cli.add_command(spark)

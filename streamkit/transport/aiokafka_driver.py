@@ -19,7 +19,7 @@ from aiokafka.errors import (InvalidProducerEpoch, KafkaError, ProducerFenced as
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 
 from ..settings import Settings, reveal_config
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
 from .aiokafka_fetched import as_message, as_messages
 from .columns import Columns
 from .aiokafka_batches import BatchedSends, keep_in_metadata, transaction_error
@@ -164,6 +164,10 @@ class AiokafkaConsumer(Consumer):
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
         ends = await self._client.end_offsets(_tps(tps))
         return {TP(tp.topic, tp.partition): off for tp, off in ends.items()}
+
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        starts = await self._client.beginning_offsets(_tps(tps))
+        return {TP(tp.topic, tp.partition): off for tp, off in starts.items()}
 
 
 # aiokafka keeps one produce request in flight per broker and one batch per partition queued
@@ -316,7 +320,7 @@ class AiokafkaAdmin(Admin):
         return {name: str(for_code(code)) for name, code, *_ in response.topic_error_codes
                 if code not in (0, UnknownTopicOrPartitionError.errno)}
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         if not names:
             return out
@@ -325,7 +329,8 @@ class AiokafkaAdmin(Admin):
         for response in responses:
             for error_code, _message, _kind, name, entries, *_ in response.resources:
                 if error_code == 0:  # absent, or not describable here: nothing to check
-                    out[name] = {entry[0]: entry[1] for entry in entries if entry[1] is not None}
+                    out[name] = {entry[0]: entry[1] for entry in entries
+                                 if entry[1] is not None and not (set_only and not _set_on_topic(entry))}
         return out
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
@@ -337,6 +342,16 @@ class AiokafkaAdmin(Admin):
             except Exception as exc:  # the broker's refusal, or no leader: the next purge tries again
                 refused[tp] = repr(exc)
         return refused
+
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        # every partition named: an OffsetFetch for "all topics" makes the dev broker drop the connection
+        partitions = [TopicPartition(topic["topic"], p.get("partition", p.get("partition_index")))
+                      for topic in await self._client.describe_topics(None) if topic.get("error_code", 0) == 0
+                      for p in topic["partitions"]]
+        if not partitions:
+            return {}
+        listed = await self._client.list_consumer_group_offsets(group, partitions=partitions)
+        return {TP(tp.topic, tp.partition): meta.offset for tp, meta in listed.items() if meta.offset >= 0}
 
     async def delete_group(self, group: str) -> str | None:
         coordinator = await self._client.find_coordinator(group)
@@ -360,6 +375,25 @@ class AiokafkaAdmin(Admin):
             replicas = first.get("replicas", first.get("replica_nodes", []))
             out[topic["topic"]] = TopicInfo(topic["topic"], len(parts), len(replicas))
         return out
+
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        out: dict[str, list[PartitionInfo]] = {}
+        for topic in await self._client.describe_topics(None):  # all: naming topics may auto-create them
+            if topic["topic"] not in names or topic.get("error_code", 0) != 0:
+                continue
+            parts = [PartitionInfo(p.get("partition", p.get("partition_index", -1)), p.get("leader", p.get("leader_id", -1)),
+                                   list(p.get("replicas", p.get("replica_nodes", []))),
+                                   list(p.get("isr", p.get("isr_nodes", [])))) for p in topic["partitions"]]
+            out[topic["topic"]] = sorted(parts, key=lambda p: p.partition)
+        return out
+
+
+def _set_on_topic(entry: Any) -> bool:
+    """A DescribeConfigs entry set on the topic: v0 says is_default, later versions the source
+    (1: DYNAMIC_TOPIC_CONFIG)."""
+    if len(entry) == 5:
+        return not entry[3]
+    return entry[3] == 1
 
 
 def reads_changelogs_with_librdkafka(settings: Settings) -> bool:

@@ -137,6 +137,16 @@ class TopicInfo:
     replicas: int
 
 
+@dataclass
+class PartitionInfo:
+    """Where one partition lives (``streamkit topics describe``): broker ids."""
+
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
 RebalanceCallback = Callable[[list[TP]], Awaitable[None]]
 
 
@@ -216,6 +226,10 @@ class Consumer(abc.ABC):
 
     @abc.abstractmethod
     async def end_offsets(self, tps: Sequence[TP]) -> dict[TP, int]: ...
+
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        """Each partition's log start offset (the first offset still kept)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list beginning offsets")
 
     @abc.abstractmethod
     async def check_connection(self, timeout: float) -> None:
@@ -334,6 +348,10 @@ class Admin(abc.ABC):
     async def describe_topics(self, names: Sequence[str] | None = None) -> dict[str, TopicInfo]:
         """Describe ``names`` (all topics when None); missing topics are absent from the result."""
 
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        """Each existing topic's partitions with their leader, replicas and in-sync replicas."""
+        return {}
+
     async def diagnose(self) -> str | None:
         """After a failed connection: the cause and fix if no retry can heal it (bad credentials,
         untrusted certificate, ...; transport/auth_errors.py), else None."""
@@ -344,15 +362,20 @@ class Admin(abc.ABC):
         absent topic is no refusal)."""
         return {name: f"{type(self).__name__} cannot delete topics" for name in names}
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
         """Each existing topic's configs as the broker reports them (a topic it does not
-        describe is absent: nothing can be checked about it)."""
+        describe is absent: nothing can be checked about it); ``set_only``: only those set on
+        the topic itself, not the broker's defaults."""
         return {}
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
         """Delete each partition's records below the given offset (DeleteRecords: the log start
         moves up); returns the broker's refusal per partition (empty when all were deleted)."""
         return {tp: f"{type(self).__name__} cannot delete records" for tp in before}
+
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        """Every offset ``group`` committed (the next offset to read, per partition)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list a group's offsets")
 
     async def delete_group(self, group: str) -> str | None:
         """Delete a consumer group and its committed offsets (``streamkit reset``); the

@@ -21,10 +21,12 @@ from typing import Any, Sequence
 
 from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
+                                   ResourceType)
 
 from ..settings import Settings, reveal_config
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
 from .columns import Columns
 from .confluent_fetched import FetchedMessage, as_columns, split
 from .confluent_producer import ConfluentProducer
@@ -385,6 +387,9 @@ class ConfluentConsumer(Consumer):
             out[tp] = high
         return out
 
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        return {tp: (await self._watermarks(TopicPartition(*tp)))[0] for tp in tps}
+
     async def _watermarks(self, part: TopicPartition) -> tuple[int, int]:
         """``get_watermark_offsets``, waiting while librdkafka says the partition is unknown: a
         fresh client (a restore's consumer) asks before its first metadata arrives, which after
@@ -464,6 +469,13 @@ class ConfluentAdmin(Admin):
             out[name] = TopicInfo(name, len(topic.partitions), len(first.replicas))
         return out
 
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        assert self._client is not None
+        client = self._client
+        meta = await asyncio.get_running_loop().run_in_executor(None, lambda: self._metadata(client, METADATA_WAIT))
+        return {name: [PartitionInfo(p.id, p.leader, list(p.replicas), list(p.isrs))
+                       for p in sorted(topic.partitions.values(), key=lambda p: p.id)]
+                for name, topic in meta.topics.items() if name in names and topic.error is None}
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
         assert self._client is not None
@@ -478,7 +490,7 @@ class ConfluentAdmin(Admin):
                     refused[name] = exc.args[0].str()
         return refused
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
         assert self._client is not None
         out: dict[str, dict[str, str]] = {}
         if not names:
@@ -489,7 +501,8 @@ class ConfluentAdmin(Admin):
                 entries = await asyncio.wrap_future(fut)
             except KafkaException:  # absent, or not describable here: nothing to check
                 continue
-            out[resource.name] = {name: entry.value for name, entry in entries.items() if entry.value is not None}
+            out[resource.name] = {name: entry.value for name, entry in entries.items() if entry.value is not None
+                                  and not (set_only and entry.source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value)}
         return out
 
     async def delete_records(self, before: dict[TP, int]) -> dict[TP, str]:
@@ -505,6 +518,12 @@ class ConfluentAdmin(Admin):
             except KafkaException as exc:
                 refused[TP(tp.topic, tp.partition)] = exc.args[0].str()
         return refused
+
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        assert self._client is not None
+        futures = self._client.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=15)
+        listed = await asyncio.wrap_future(futures[group])
+        return {TP(p.topic, p.partition): p.offset for p in listed.topic_partitions or [] if p.offset >= 0}
 
     async def delete_group(self, group: str) -> str | None:
         assert self._client is not None

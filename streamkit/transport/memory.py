@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError, GroupFenced, ProducerFenced
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, RebalanceCallback, TopicInfo, TopicSpec
+from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
 from .memory_faults import Faults, InjectedFault
 from .partitioner import partition_for_key
 from .pending import PendingDeliveries
@@ -323,6 +323,10 @@ class MemoryConsumer(Consumer):
         end = self.broker.stable_offset if self.read_committed else self.broker.end_offset
         return {tp: max(0, end(tp) - faults.end_offsets_short_by) for tp in tps}
 
+    async def beginning_offsets(self, tps: Sequence[TP]) -> dict[TP, int]:
+        self.broker.faults.check_available("list_offsets")
+        return {tp: self.broker.log_start.get(tp, 0) for tp in tps}
+
     def highwater(self, tp: TP) -> int | None:
         return self.broker.end_offset(tp)
 
@@ -514,7 +518,8 @@ class MemoryAdmin(Admin):
                 self.broker.topic_configs[spec.name] = dict(spec.config)
             self.broker.create_topic(spec.name, spec.partitions)
 
-    async def topic_configs(self, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    async def topic_configs(self, names: Sequence[str], *, set_only: bool = False) -> dict[str, dict[str, str]]:
+        """The memory broker has no defaults: every config is one set at creation."""
         return {name: dict(self.broker.topic_configs.get(name, {})) for name in names if name in self.broker.logs}
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, str]:
@@ -532,6 +537,9 @@ class MemoryAdmin(Admin):
             self.broker.log_start[tp] = max(offset, self.broker.log_start.get(tp, 0))
         return {}
 
+    async def group_offsets(self, group: str) -> dict[TP, int]:
+        return dict(self.broker.committed.get(group, {}))
+
     async def delete_group(self, group: str) -> str | None:
         if self.broker.groups.get(group):
             return f"group {group!r} has live members"
@@ -544,6 +552,11 @@ class MemoryAdmin(Admin):
             for name, logs in self.broker.logs.items()
             if not names or name in names
         }
+
+    async def describe_partitions(self, names: Sequence[str]) -> dict[str, list[PartitionInfo]]:
+        """One broker (id 0) leads every partition of the memory cluster."""
+        return {name: [PartitionInfo(p, 0, [0], [0]) for p in range(len(self.broker.logs[name]))]
+                for name in names if name in self.broker.logs}
 
 
 class MemoryDriver(Driver):
