@@ -151,6 +151,12 @@ def test_quickstart_runs_as_written(tmp_path):
     assert all(code == 0 for code in codes.values()), f"{codes}\n{shell.logs()}"
 
 
+def test_readme_opens_with_the_demo_and_the_tests():
+    """The README's first block stays the two commands a newcomer runs first."""
+    first = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+    assert [line.split("#")[0].strip() for line in first.splitlines()] == ["bash scripts/demo.sh", "bash scripts/test.sh"]
+
+
 def test_readme_first_app_is_the_quickstarts():
     readme = (ROOT / "README.md").read_text()
     first_app = readme.split("## A first app", 1)[1].split("\n## ", 1)[0]
