@@ -5,6 +5,7 @@ and a failure inside a task is one line naming the agent, the topic partition an
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -132,3 +133,65 @@ def test_a_module_missing_on_the_executors_is_one_line_and_py_files_sends_it(clu
     lines = streamkit_lines(failed.stderr)
     assert len(lines) == 1 and f"agent 'doubled' on {name}[1]" in lines[0], failed.stderr[-3000:]
     assert "thirteen is not allowed here" in lines[0], lines
+
+
+def latest(messages) -> dict[str, float]:
+    """A changelog's latest value per key (checkpoint marks left out)."""
+    from streamkit.tables.marks import MARK_KEY
+
+    out = {}
+    for m in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+        if m.key() != MARK_KEY:
+            out[m.key().decode()] = None if m.value() is None else orjson.loads(m.value())
+    return out
+
+
+def send_payments(broker_address, topic, start, count):
+    """Payments keyed by id, then a lone record a partition (exact ends on the dev broker too)."""
+    records = [(f"pay{i}".encode(), orjson.dumps({"id": f"pay{i}", "user": f"user{i % 7}", "amount": float(i % 10)}))
+               for i in range(start, start + count)]
+    produce(broker_address, topic, records, 0)
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker_address})
+    for p in range(4):
+        producer.produce(topic, key=f"tail{start}-{p}".encode(), partition=p,
+                         value=orjson.dumps({"id": f"tail{start}-{p}", "user": "tail", "amount": 1.0}))
+        producer.flush(30)
+
+
+def test_a_faust_style_table_agent_runs_on_the_cluster_and_a_worker_continues(cluster, broker_address, tmp_path):
+    name = f"keyed-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "STREAMKIT_BROKER": f"kafka://{broker_address}", "KEYED_APP": name}
+    env.pop("PYTHONPATH", None)
+    created = run([sys.executable, "-c", "import asyncio\nfrom tests.apps.spark_keyed import app\n"
+                   "asyncio.run(app.ensure_topics())"], cwd=ROOT, env=env, timeout=60)
+    assert created.returncode == 0, created.stderr[-2000:]
+    send_payments(broker_address, f"{name}-payments", 0, 400)
+    done = run([STREAMKIT, "spark", "-A", "tests.apps.spark_keyed:app", "total_by_user", "--checkpoint",
+                str(tmp_path / "ckpt"), "--available-now", "--master", cluster,
+                "--conf", f"spark.executorEnv.KEYED_APP={name}"], cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "total_by_user: 404 records" in done.stdout, done.stdout
+    expected = {f"user{u}": float(sum(i % 10 for i in range(400) if i % 7 == u)) for u in range(7)}
+    changelog = f"{name}-totals-changelog"
+    on_spark = latest(read_topic(broker_address, changelog, timeout=60, to_end=True, isolation="read_uncommitted"))
+    assert on_spark == {**expected, "tail": 4.0}, on_spark
+
+    # a worker joins the group at the offsets Spark committed and starts from Spark's totals
+    log = open(tmp_path / "worker.log", "w")
+    worker = subprocess.Popen([STREAMKIT, "worker", "-A", "tests.apps.spark_keyed:app", "-l", "info"], cwd=ROOT,
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        send_payments(broker_address, f"{name}-payments", 400, 100)
+        expected = {f"user{u}": float(sum(i % 10 for i in range(500) if i % 7 == u)) for u in range(7)}
+        want = {**expected, "tail": 8.0}
+        deadline = time.monotonic() + 120
+        while (got := latest(read_topic(broker_address, changelog, timeout=30, to_end=True,
+                                        isolation="read_uncommitted"))) != want:
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (got, want, (tmp_path / "worker.log").read_text()[-3000:])
+            time.sleep(1)
+    finally:
+        worker.terminate()
+        worker.wait(60)
