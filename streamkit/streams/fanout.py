@@ -54,6 +54,9 @@ class Tee:
             async with self.pulling:
                 if pos < self.base + len(self.events):
                     continue  # another branch pulled it meanwhile
+                # A committing exactly-once checkpoint: no new record until it is over, though
+                # the source holds the other branches' (they finish theirs, then wait here too).
+                await self.source._past_barrier()
                 event = await self.source.next_event()
                 assert event is not None
                 self.events.append(event)
