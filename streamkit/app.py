@@ -101,10 +101,15 @@ class App:
               value_serializer: Any = None, internal: bool = False, pattern: Any = None) -> Topic:
         """Declare a topic; it is created at worker start if missing (and checked if present).
         Several names (Faust's ``app.topic("a", "b")``) give one agent input over all of them."""
-        if pattern is not None:
-            raise ConfigurationError(f"app.topic(pattern={pattern!r}): pattern subscriptions are not supported (the "
-                                     "worker checks every source topic's partitions when it starts): name the "
-                                     "topics, app.topic('a', 'b')")
+        if pattern is not None:  # topic_patterns.py: the matching topics are found when the worker starts
+            from .topic_patterns import pattern_topic
+
+            def member(topic_name: str) -> Topic:
+                return self.topic(topic_name, key_type=key_type, value_type=value_type,
+                                  key_serializer=key_serializer, value_serializer=value_serializer)
+
+            return pattern_topic(self, name, pattern, member, partitions=partitions, replicas=replicas,
+                                 config=config)
         if not name:
             raise ConfigurationError("app.topic() needs a topic name")
         if more:

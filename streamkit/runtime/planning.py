@@ -51,6 +51,9 @@ async def table_partitions(app: "App", table_manager: Callable[..., Any] | None 
 
     sources = undecided(m.name for a in app.agents.values() if not getattr(a.topic, "is_channel", False)
                         for m in a.topic.members)
+    patterns = [f"the topics matching {a.topic.pattern.pattern!r}" for a in app.agents.values()
+                if getattr(a.topic, "pattern", None) is not None]  # app.topic(pattern=...): found at start
+    sources += patterns
     if not sources:  # every source declared: the worker's own settling (and its refusals), on the memory driver
         topology = await plan_topology(app, table_manager)
         sources = undecided(topology.copartitioned)  # a through topic named in an agent's body
@@ -62,6 +65,10 @@ def partitions_text(count: int | list[str], topic_partitions: int) -> str:
     """A ``table_partitions`` value as ``streamkit tables`` prints it."""
     if isinstance(count, int):
         return str(count)
+    matched = [c for c in count if c.startswith("the topics matching ")]
+    if matched:  # a pattern's topics are read, never created: their count on the broker decides
+        named = [c for c in count if c not in matched]
+        return f"decided at start from {', '.join([*named, *matched])} (their count on the broker)"
     many = len(count) > 1
     return (f"decided at start from topic{'s' if many else ''} {', '.join(count)} ({'their' if many else 'its'} "
             f"count on the broker; {topic_partitions} if the worker creates {'them' if many else 'it'})")

@@ -143,6 +143,13 @@ class Chainable:
 
         return self._chain(run)
 
+    def combine(self, *streams: Any) -> "Derived":
+        """Values of this stream and ``streams`` as they come (tee branches, filter/map results,
+        ``app.stream(iterable)``); each record is acked in its own stream (streams/fanout.py)."""
+        from .fanout import combine
+
+        return combine(self, streams)
+
     def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
                  key_type: Any = None, value_type: Any = None) -> "Stream":
         """Re-key through an internal repartition topic; returns the stream of that topic.
@@ -454,13 +461,12 @@ class Stream(Chainable, Generic[T]):
                 return True
         return False
 
-    def tee(self, n: int = 2) -> Any:
-        raise NotImplementedError("stream.tee() is not supported: declare one agent per consumer of the topic "
-                                  "(each gets every record), or forward with stream.echo(topic)")
+    def tee(self, n: int = 2) -> tuple[Any, ...]:
+        """``n`` streams that each get every record (streams/fanout.py); a record counts as
+        processed once every branch asked for the one after it. Iterate all of them concurrently."""
+        from .fanout import branches
 
-    def combine(self, *streams: Any) -> Any:
-        raise NotImplementedError("stream.combine() is not supported: declare one agent per topic, or forward the "
-                                  "topics into one with stream.through(topic)/echo(topic)")
+        return branches(self, n)
 
     def left_join(self, *fields: Any) -> Any:
         raise _faust_join("left_join", "left")

@@ -8,8 +8,6 @@ import uuid
 import pytest
 
 import streamkit as faust
-from streamkit.runtime.progress import Subscriber
-from streamkit.streams.stream import Stream
 from streamkit.testing import wait_for
 from streamkit.transport import TP
 
@@ -129,13 +127,6 @@ def test_event_ack_outside_a_noack_stream_says_what_it_is_for():
     with pytest.raises(RuntimeError, match="stream.noack\\(\\) stream"):
         Event("k", 1, Message("t", 0, 0, b"k", b"1", [], None)).ack()
 
-
-def test_tee_and_combine_are_refused_with_what_to_do():
-    stream = Stream(Subscriber("t", 1))
-    with pytest.raises(NotImplementedError, match="one agent per consumer"):
-        stream.tee()
-    with pytest.raises(NotImplementedError, match="one agent per topic"):
-        stream.combine()
 
 
 async def test_take_with_timestamp_and_refused_agent_options():
