@@ -464,6 +464,13 @@ class App:
         own.update(table.changelog.name for table in self.tables.values())
         return sorted(set(subscribed) - own)
 
+    async def resolve_patterns(self, *, planning: bool) -> None:
+        """Give each ``app.topic(pattern=...)`` the topics matching it on the broker now
+        (topic_patterns.py; the runtime sits below topics, so the app wires it in)."""
+        from .topic_patterns import resolve_patterns
+
+        await resolve_patterns(self, planning=planning)
+
     async def resolve_tables(self, subscribed: Iterable[str], counts: dict[str, int]) -> dict[str, int]:
         """Settle every table's partition count, then create or check the changelogs (warning of
         uncompacted declared changelogs and old agent topics); returns each topic's partition

@@ -23,7 +23,6 @@ from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .purge import RepartitionPurge, purged_topics
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .membership import Membership
-from ..topic_patterns import resolve_patterns
 from .ownership import PartitionOwnership
 from .pauses import PauseLedger
 from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
@@ -132,7 +131,7 @@ class Runtime(PartitionOwnership, Service):
         await self.txns.start()
 
     async def on_start(self) -> None:
-        await resolve_patterns(self.app, planning=self.planning)  # app.topic(pattern=...): what matches now
+        await self.app.resolve_patterns(planning=self.planning)  # app.topic(pattern=...): what matches now
         await self.ensure_topics()  # bounded retry: BrokerUnavailable if the broker is not there
         await self._start_producer()
         for agent in self.app.agents.values():
