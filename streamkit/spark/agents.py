@@ -209,21 +209,29 @@ def messages_of(batch: pa.RecordBatch) -> list[Message]:
                     header_lists, stamps))
 
 
-async def drive(run: AgentRun, events: list[Event]) -> None:
-    """Feed ``events`` through the agent's generator under the worker's own supervision loop
-    (agents/supervision.py): a body that returns after taking records runs again on the same
+async def drive(run: AgentRun, events: list[Event], *, stream_type: type[Stream] = Stream,
+                body: Any = None) -> None:
+    """Feed ``events`` through the agent's body (``agent.fun`` unless ``body``; a generator's
+    outputs to its sinks, a coroutine's effects in its tables) under the worker's own supervision
+    loop (agents/supervision.py): a body that returns after taking records runs again on the same
     stream, a failing record is retried ``agent_retries`` times and then given to the error
-    policy; the stream's end (EndOfInput) ends the task's batch."""
+    policy; the stream's end (EndOfInput) ends the task's batch. ``stream_type``: a keyed
+    agent's stream (spark/keyed.py)."""
     agent = run.agent
+    fun = body or agent.fun
     batch = Batch(TP(events[0].topic, events[0].partition), events)
     subscriber = Subscriber(f"spark:{agent.name}", 1)
     subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
-    stream = Stream(subscriber, topic=agent.topic)
+    stream = stream_type(subscriber, topic=agent.topic)
 
     async def run_once(stream: Stream) -> None:
         progress = (batch.acked, len(stream.held_events()))
-        async for output in agent.fun(stream):
-            run.emit(processing.get(), output)
+        result = fun(stream)
+        if inspect.isasyncgen(result):
+            async for output in result:
+                run.emit(processing.get(), output)
+        else:
+            await result
         if (batch.acked, len(stream.held_events())) == progress:
             raise RuntimeError(f"agent {agent.name} returned without taking a record")
 

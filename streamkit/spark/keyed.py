@@ -25,16 +25,15 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import pyarrow as pa
 
 from ..agents.agent import group_key
-from ..agents.supervision import supervise
 from ..errors import ConfigurationError, NoRetry
-from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..runtime.progress import Event, Subscriber, processing
 from ..streams.stream import Stream
 from ..tables.stores import MemoryStore
-from ..tables.table import DELETED, Table, TablePartition
-from ..transport.base import TP, Message
+from ..tables.table import Table, TablePartition
+from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
-from .agents import BEFORE_ANY_RECORD, AgentRun, EndOfInput, _FiniteInbox, _where, messages_of
+from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -276,7 +275,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 except Exception as exc:  # decoded in stage one already: only a codec that changed
                     run.failed("decode", message, exc)
             if events:
-                self.loop.run_until_complete(_drive(run, events))
+                self.loop.run_until_complete(drive(run, events, stream_type=_KeyedStream, body=agent.source_fun))
             for table in self.plan.tables:
                 change = table.take_changes().get(home, {})
                 if key_bytes in change:
@@ -290,37 +289,3 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             self.loop.close()
 
     return KeyedAgentProcessor()
-
-
-async def _drive(run: AgentRun, events: list[Event]) -> None:
-    """The agent's body over one key's records under the worker's supervision loop: a failing
-    record is retried, then given to the error policy, as in the worker."""
-    agent = run.agent
-    batch = Batch(TP(events[0].topic, events[0].partition), events)
-    subscriber = Subscriber(f"spark:{agent.name}", 1)
-    subscriber.inbox = _FiniteInbox(batch)  # type: ignore[assignment]
-    stream = _KeyedStream(subscriber, topic=agent.topic)
-    is_generator = inspect.isasyncgenfunction(agent.source_fun)
-
-    async def run_once(stream: Stream) -> None:
-        if is_generator:
-            async for output in agent.source_fun(stream):
-                run.emit(processing.get(), output)
-        else:
-            await agent.source_fun(stream)
-
-    async def nothing() -> None:
-        pass
-
-    async def crashed(exc: BaseException) -> None:
-        raise exc
-
-    async def give_up(held: Any, exc: BaseException) -> None:
-        for event in held:
-            run.failed(f"agent {agent.name}", event.message, exc)
-
-    try:
-        await supervise(stream, run_once, retries=run.app.conf.agent_retries, give_up=give_up,
-                        returned=nothing, crashed=crashed, no_retry=agent.no_retry_types())
-    except EndOfInput:
-        return
