@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from ..transport.topic_reading import isolation, read_records, topic_partitions
-from .main import Misuse, _admin_driver, cli, load_app, run, with_topic_source
+from ..transport.topic_reading import isolation, read_records
+from .main import Misuse, _admin_driver, cli, load_app, partitions_on_broker, run, with_topic_source
 from .record_view import RecordView
 
 
@@ -45,13 +45,7 @@ def consume(topic: str, app_spec: str | None, broker: str | None, driver: str | 
     count = [0]
 
     async def go() -> None:
-        from ..runtime.topic_admin import connect_admin
-
-        admin = await connect_admin(drv, address, timeout)
-        try:
-            tps = await topic_partitions(admin, topic)
-        finally:
-            await admin.stop()
+        tps = await partitions_on_broker(drv, address, timeout, topic)
         if tps is None:
             raise Misuse(f"topic {topic!r} does not exist (`streamkit topics list` shows the topics)")
         if partitions:

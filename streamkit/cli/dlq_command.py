@@ -16,8 +16,8 @@ import click
 
 from ..runtime import dead_letters as dl
 from ..transport.base import Message
-from ..transport.topic_reading import isolation, read_records, topic_partitions
-from .main import Misuse, _admin_driver, app_option, cli, load_app, run
+from ..transport.topic_reading import isolation, read_records
+from .main import Misuse, _admin_driver, app_option, cli, load_app, partitions_on_broker, run
 
 HEADER_REPLAY_OF = "streamkit-replay-of"
 DEAD_LETTER_HEADERS = {dl.HEADER_ERROR, dl.HEADER_ERROR_TYPE, dl.HEADER_STAGE, dl.HEADER_TOPIC, dl.HEADER_PARTITION,
@@ -84,8 +84,6 @@ def dlq() -> None:
 def replay(app_spec: str, error: str | None, source_topic: str | None, from_offset: int | None,
            to_offset: int | None, dry_run: bool) -> None:
     """Send the app's dead letters back to the topics (and partitions) they failed in."""
-    from ..runtime.topic_admin import connect_admin
-
     logging.basicConfig(level="WARNING", stream=sys.stderr)
     app = load_app(app_spec)
     if from_offset is not None and to_offset is not None and to_offset < from_offset:
@@ -96,11 +94,7 @@ def replay(app_spec: str, error: str | None, source_topic: str | None, from_offs
     counts: dict[str, int] = {}
 
     async def go() -> None:
-        admin = await connect_admin(drv, address, timeout)
-        try:
-            tps = await topic_partitions(admin, dlq_topic)
-        finally:
-            await admin.stop()
+        tps = await partitions_on_broker(drv, address, timeout, dlq_topic)
         if tps is None:
             raise Misuse(f"the dead-letter topic {dlq_topic!r} does not exist: nothing was dead-lettered yet")
         starts = {tp: from_offset for tp in tps} if from_offset is not None else None

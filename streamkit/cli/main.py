@@ -243,6 +243,19 @@ def topology(app_spec: str, fmt: str) -> None:
     click.echo(frozen.describe() if fmt == "text" else frozen.mermaid())
 
 
+async def partitions_on_broker(drv: Any, address: str, timeout: float, topic: str) -> Any:
+    """``topic``'s partitions as the broker has them (None: no such topic), through a short-lived
+    admin client (consume, dlq replay)."""
+    from ..runtime.topic_admin import connect_admin
+    from ..transport.topic_reading import topic_partitions
+
+    admin = await connect_admin(drv, address, timeout)
+    try:
+        return await topic_partitions(admin, topic)
+    finally:
+        await admin.stop()
+
+
 def _admin_driver(app_spec: str | None, broker: str | None, driver: str | None) -> tuple[Any, str, float]:
     """The driver, bootstrap servers and ``broker_connect_timeout`` a topics command uses: the
     app's settings (``-A``) or the ``STREAMKIT_*`` ones, with ``--broker``/``--driver`` over either."""
