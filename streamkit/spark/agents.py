@@ -57,11 +57,12 @@ def is_keyed(agent: "Agent") -> bool:
     """An agent that re-keys its stream (``group_by``) or keeps tables: it runs per key, its
     tables' entries in Spark's state (spark/keyed.py)."""
     from ..tables.table import Table
+    from ..tables.window_api import WindowWrapper
 
     if agent.fold is not None or agent.per_record:
         return False
     closure = inspect.getclosurevars(agent.source_fun)
-    tables = any(isinstance(v, Table) for v in {**closure.globals, **closure.nonlocals}.values())
+    tables = any(isinstance(v, (Table, WindowWrapper)) for v in {**closure.globals, **closure.nonlocals}.values())
     return tables or "group_by" in _code_names(agent.source_fun)
 
 
@@ -87,6 +88,10 @@ def check_runnable(agent: "Agent") -> None:
     if agent.fold is None and not agent.per_record and not inspect.isasyncgenfunction(fun) and not keyed:
         raise SparkUnsupported(f"{what}: it is a coroutine that keeps no table, so everything it does is a side "
                                "effect; make it an async generator that yields its outputs to sinks")
+    if keyed:
+        from .partitioned import check_windows
+
+        check_windows(agent)
     for sink in agent.sinks:
         if not isinstance(sink, (Topic, Agent)):
             raise SparkUnsupported(f"{what}: sink {sink!r} is a callable (a side effect Spark could repeat); "
@@ -97,13 +102,12 @@ def check_runnable(agent: "Agent") -> None:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")
     closure = inspect.getclosurevars(fun)
     for name, value in {**closure.globals, **closure.nonlocals}.items():
-        if isinstance(value, WindowWrapper):
-            raise SparkUnsupported(f"{what}: it uses windowed table {value.name!r} ({name}); windows on Spark "
-                                   "(event-time state with timers) are not built yet: run this agent on workers")
-        if isinstance(value, Table) and (value.is_global or value.window is not None):
-            kind = "global table" if value.is_global else "windowed table"
-            raise SparkUnsupported(f"{what}: it uses {kind} {value.name!r} ({name}); on Spark an agent keeps "
-                                   "plain tables, one key's entry per record: run this agent on workers")
+        if isinstance(value, WindowWrapper) and agent.fold is not None:
+            raise SparkUnsupported(f"{what}: a fold keeps its own table; use windowed table {value.name!r} ({name}) "
+                                   "from an async agent")
+        if isinstance(value, Table) and value.is_global:
+            raise SparkUnsupported(f"{what}: it uses global table {value.name!r} ({name}); every worker holds "
+                                   "all of it, which no Spark task does: run this agent on workers")
         if isinstance(value, (Topic, Agent, App)):
             raise SparkUnsupported(f"{what}: it uses {name} ({value!r}) to send or ask directly, a side effect "
                                    "Spark could repeat; yield outputs to the agent's sinks instead")

@@ -159,11 +159,7 @@ class SparkFacade:
                                  commitGroup=self.app.id if handoff else None, **source_options)
         schema = rows.SINK_SCHEMA
         if keyed:
-            from .keyed import RekeyTask, keyed_processor
-
-            output = (source.mapInArrow(RekeyTask(spec, agent.name), rows.RAW_SCHEMA).groupBy("key")
-                      .transformWithState(keyed_processor(spec, agent.name, counts[agent.topic.name]), schema,
-                                          "Append", "None"))
+            output = self._keyed_stages(agent, source, spec, counts[agent.topic.name])
         elif agent.fold is None:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)
         else:
@@ -181,6 +177,28 @@ class SparkFacade:
         elif trigger:
             writer = writer.trigger(processingTime=trigger)
         return writer.start()
+
+
+    @staticmethod
+    def _keyed_stages(agent: "Agent", source: "DataFrame", spec: str, partitions: int) -> "DataFrame":
+        """A table agent's two stages: per key (spark/keyed.py), or per table partition when it
+        keeps windows, which close by the partition's stream time (spark/partitioned.py)."""
+        from .keyed import RekeyTask, keyed_processor, plan
+        from .partitioned import HOME, HomeTask, partition_processor, staged_schema, windowed_tables
+
+        if windowed_tables(agent):
+            for table in windowed_tables(agent):
+                if table.window.close_idle_after is not None:
+                    log.warning("agent %r on Spark: windowed table %r's close_idle_after applies on workers only; on "
+                                "Spark its windows close by the records' stream time, and a worker started after "
+                                "the backfill closes the rest", agent.name, table.name)
+            grouped = plan(agent).key_of is not None
+            return (source.mapInArrow(HomeTask(spec, agent.name, partitions, grouped), staged_schema()).groupBy(HOME)
+                    .transformWithState(partition_processor(spec, agent.name, partitions), rows.SINK_SCHEMA,
+                                        "Append", "None"))
+        return (source.mapInArrow(RekeyTask(spec, agent.name), rows.RAW_SCHEMA).groupBy("key")
+                .transformWithState(keyed_processor(spec, agent.name, partitions), rows.SINK_SCHEMA,
+                                    "Append", "None"))
 
 
 def handoff(facade: SparkFacade, query: "StreamingQuery") -> dict | None:

@@ -81,8 +81,11 @@ class KeyedPlan:
 
 def tables_of(agent: "Agent") -> list[Table]:
     """The tables the agent's body refers to (globals and closure), in a stable order."""
+    from ..tables.window_api import WindowWrapper
+
     closure = inspect.getclosurevars(agent.source_fun)
-    found = {id(v): v for v in {**closure.globals, **closure.nonlocals}.values() if isinstance(v, Table)}
+    values = [v.table if isinstance(v, WindowWrapper) else v for v in {**closure.globals, **closure.nonlocals}.values()]
+    found = {id(v): v for v in values if isinstance(v, Table)}
     return sorted(found.values(), key=lambda table: table.name)
 
 
@@ -269,7 +272,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 stamp = r["timestamp"]
                 message = Message(r["topic"], home, r["offset"], key_bytes, r["value"],
                                   [(h["key"], h["value"]) for h in r["headers"] or ()],
-                                  None if stamp is None else int(stamp.timestamp() * 1000))
+                                  None if stamp is None else round(stamp.timestamp() * 1000))
                 try:
                     events.append(Event(new_key, decode(r["value"]), message))
                 except Exception as exc:  # decoded in stage one already: only a codec that changed

@@ -93,7 +93,11 @@ def test_a_coroutine_without_tables_is_refused_and_one_with_a_table_is_keyed():
         check_runnable(app.agents["forwarding"])
 
 
-def test_a_windowed_table_is_refused_naming_it():
+def test_a_windowed_table_runs_per_partition_and_what_a_task_cannot_replay_is_refused():
+    """Windows close by the partition's stream time: such an agent runs per table partition
+    (spark/partitioned.py). The wall clock and window-close callbacks are refused, naming them."""
+    from streamkit.spark.partitioned import windowed_tables
+
     per_minute = app.Table("per-minute", default=int).tumbling(60)
 
     @app.agent(source, sink=[out], name="windowing")
@@ -102,8 +106,30 @@ def test_a_windowed_table_is_refused_naming_it():
             per_minute[value] += 1
             yield per_minute[value].current()
 
-    with pytest.raises(SparkUnsupported, match="windowed table 'per-minute'"):
-        check_runnable(windowing)
+    check_runnable(windowing)
+    assert [t.name for t in windowed_tables(windowing)] == ["per-minute"]
+    by_wall_clock = app.Table("by-clock", default=int).tumbling(60).relative_to_now()
+
+    @app.agent(source, name="clocked")
+    async def clocked(stream):
+        async for value in stream:
+            by_wall_clock[value] += 1
+
+    with pytest.raises(SparkUnsupported, match="'by-clock'.*relative_to_now"):
+        check_runnable(clocked)
+
+    def closed(key, value):
+        print(key, value)
+
+    calls_back = app.Table("calls-back", default=int, on_window_close=closed).tumbling(60)
+
+    @app.agent(source, name="calling_back")
+    async def calling_back(stream):
+        async for value in stream:
+            calls_back[value] += 1
+
+    with pytest.raises(SparkUnsupported, match=r"'calls-back' has on_window_close=.*\.final\(topic\)"):
+        check_runnable(calling_back)
 
 
 def test_sending_from_a_generator_is_refused():

@@ -1,0 +1,129 @@
+"""Windowed tables on Spark against the worker: the same agents (tests/apps/spark_windows.py) over
+the same clicks — out of order, some late, many per key — give the same finals, the same late
+dead letters and the same changelog (each window's value and each partition's stream time, which
+a worker started after the backfill continues from)."""
+import asyncio
+import importlib
+import os
+import uuid
+from collections import Counter
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+
+from streamkit.tables.marks import MARK_KEY
+from streamkit.testing.helpers import read_topic, wait_for
+from streamkit.transport.partitioner import partition_for_key
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+T0 = 1_700_000_000_000  # ms
+N_CLICKS = 480
+
+
+@pytest.fixture(scope="module")
+def windows_app(broker_address):
+    os.environ["SPARK_WINDOWS_BROKER"] = broker_address  # before the session: its Python workers inherit it
+    os.environ["SPARK_WINDOWS_RUN"] = uuid.uuid4().hex[:8]
+    module = importlib.reload(importlib.import_module("tests.apps.spark_windows"))
+    asyncio.run(module.spark_app.ensure_topics())
+    return module
+
+
+@pytest.fixture(scope="module")
+def spark(windows_app):
+    from streamkit.spark import spark_session
+
+    session = spark_session("local[2,2]", conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "100"})
+    yield session
+    session.stop()
+
+
+def clicks(module, count):
+    """(key, value, timestamp): 100 ms apart, every 7th 3 s early (inside most graces), every 29th
+    40 s early (late for the short windows), 8 users, 5 pages."""
+    out = []
+    for i in range(count):
+        at = T0 + i * 100
+        if i % 29 == 28:
+            at -= 40_000
+        elif i % 7 == 6:
+            at -= 3_000
+        user, page = f"u{i % 8}", f"p{(i * 3) % 5}"
+        out.append((user.encode(), module.Click(user, page, at / 1000 + 0.5, 1 + i % 3).dumps(), at))
+    return out
+
+
+def produce(address, topic, records, partitions, module):
+    """The records, then one lone click per partition (exact ends on the dev broker too)."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random", "linger.ms": 5})
+    for key, value, at in records:
+        producer.produce(topic, key=key, value=value, timestamp=at)
+    producer.flush(30)
+    last = max(at for _, _, at in records)
+    for p in range(partitions):
+        key = next(k for k in (f"tail{i}".encode() for i in range(1000)) if partition_for_key(k, partitions) == p)
+        producer.produce(topic, key=key, value=module.Click(key.decode(), "p0", last / 1000, 1).dumps(),
+                         timestamp=last, partition=p)
+        producer.flush(30)
+    return len(records) + partitions
+
+
+@pytest.fixture(scope="module")
+def source(windows_app, broker_address):
+    topic = windows_app.spark_app.topics[f"clicks-{windows_app.RUN}"]
+    return produce(broker_address, topic.name, clicks(windows_app, N_CLICKS), windows_app.PARTITIONS, windows_app)
+
+
+def run_worker_until_done(app, total, timeout=90.0):
+    """Run the worker until both agents committed every record: the clicks and the repartitioned ones."""
+    async def go():
+        async with app.running():
+            def done():
+                committed = app.runtime.checkpoint.committed
+                clicks = sum(o for tp, o in committed.items() if tp.topic.startswith("clicks-"))
+                pages = sum(o for tp, o in committed.items() if "repartition" in tp.topic)
+                return clicks >= total and pages >= total
+            await wait_for(done, timeout, message=f"{total} clicks committed by both agents")
+    asyncio.run(go())
+
+
+def latest(address, topic, isolation):
+    """The changelog's latest value per key (marks and deleted keys left out)."""
+    values = {}
+    for m in sorted(read_topic(address, topic, to_end=True, isolation=isolation), key=lambda m: m.offset()):
+        if m.key() != MARK_KEY:
+            values[(m.partition(), m.key())] = m.value()
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def finals(address, topic, isolation):
+    return Counter((m.partition(), m.key(), m.value())
+                   for m in read_topic(address, topic, to_end=True, isolation=isolation))
+
+
+def test_every_window_type_on_spark_equals_the_worker(windows_app, spark, source, broker_address, capabilities,
+                                                      tmp_path):
+    total = source
+    hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
+    isolation = "read_committed" if hides_aborted else "read_uncommitted"
+    app, worker = windows_app.spark_app, windows_app.worker_app
+    app.spark.use(spark)
+    for agent in ("count_clicks", "count_pages"):
+        app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now").awaitTermination()
+    run_worker_until_done(worker, total)
+    for kind in ("tumbling", "hopping", "sessions", "sliding", "pages"):
+        on_spark = finals(broker_address, app.finals[kind].name, isolation)
+        on_worker = finals(broker_address, worker.finals[kind].name, "read_uncommitted")
+        assert on_worker or kind == "pages", kind  # windows closed: the comparison compares something
+        assert on_spark == on_worker, kind
+        spark_log = latest(broker_address, app.tables[kind].changelog.name, isolation)
+        worker_log = latest(broker_address, worker.tables[kind].changelog.name, "read_uncommitted")
+        assert spark_log and spark_log == worker_log, kind  # open windows and each partition's stream time
+    late = [m for m in read_topic(broker_address, worker.dlq_topic_name, to_end=True)]
+    late_spark = [m for m in read_topic(broker_address, app.dlq_topic_name, to_end=True, isolation=isolation)]
+    assert late and Counter((m.key(), m.value()) for m in late) == Counter((m.key(), m.value()) for m in late_spark)
+    assert {dict(m.headers())["streamkit-stage"] for m in late_spark} == {b"window"}
+    tumbling_finals = finals(broker_address, app.finals["tumbling"].name, isolation)
+    assert sum(orjson.loads(v)["value"] for _, _, v in tumbling_finals.elements()) < total  # late ones dropped
