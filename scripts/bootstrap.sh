@@ -12,10 +12,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 MARK="$VENV/.installed-$EXTRAS"
-if [ ! -f "$MARK" ] || [ pyproject.toml -nt "$MARK" ]; then
+# The dev venv installs editable (code edits apply at once); any other installs streamkit as
+# `pip install` does, again whenever its code changed.
+if [ "$EXTRAS" = dev ]; then TARGET=(-e ".[dev]"); WATCH=(pyproject.toml); else TARGET=(".[$EXTRAS]"); WATCH=(pyproject.toml streamkit); fi
+if [ ! -f "$MARK" ] || [ -n "$(find "${WATCH[@]}" -type f ! -name "*.pyc" -newer "$MARK" -print -quit)" ]; then
   LOG="$VENV/install.log"
   if ! { "$VENV/bin/python" -m pip install -q --upgrade pip \
-         && "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"; } > "$LOG" 2>&1; then
+         && "$VENV/bin/python" -m pip install -q "${TARGET[@]}"; } > "$LOG" 2>&1; then
     cat "$LOG" >&2
     echo "bootstrap: installing streamkit[$EXTRAS] into $VENV failed (log above, kept in $LOG)" >&2
     exit 1
