@@ -10,4 +10,3 @@ from docs_reference import api_page, settings_page  # noqa: E402  (this folder i
 for path, text in (("reference/settings.md", settings_page()), ("reference/api.md", api_page())):
     with mkdocs_gen_files.open(path, "w") as page:
         page.write(text)
-    mkdocs_gen_files.set_edit_path(path, "../scripts/docs_reference.py")
