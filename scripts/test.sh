@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Run the whole test suite. Starts its own dev broker unless STREAMKIT_TEST_BROKER=host:port.
+# Build the docs site, then run the whole test suite. Starts its own dev broker unless
+# STREAMKIT_TEST_BROKER=host:port.
 # Prints branch coverage per file (files at 100% left out), then per package for runtime/,
 # transport/ and tables/ (the figures README.md quotes). Worker subprocesses are not measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
+# First and fast: the docs site (mkdocs.yml) with --strict, so a broken link or a setting the
+# generated reference cannot document fails the run. Its log is shown only when it fails.
+DOCS_LOG=$(mktemp)
+if NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true .venv/bin/python -m mkdocs build --strict -d site > "$DOCS_LOG" 2>&1; then
+  echo "docs site built into site/ (mkdocs build --strict)"
+  rm -f "$DOCS_LOG"
+else
+  cat "$DOCS_LOG"; rm -f "$DOCS_LOG"
+  echo "docs site: mkdocs build --strict failed (output above)" >&2
+  exit 1
+fi
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --cov=streamkit --cov-branch --cov-report=term:skip-covered "$@"
 status=$?
 if [ -f .coverage ]; then

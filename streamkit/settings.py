@@ -215,6 +215,7 @@ class Settings:
     ssl_certfile: str = ""
     """Client certificate (PEM), for brokers that authenticate clients by certificate (mTLS)."""
     ssl_keyfile: str = ""
+    """Private key (PEM) of ``ssl_certfile``, when the certificate file does not hold it."""
     ssl_password: Secret | str = ""
     """Password of an encrypted ``ssl_keyfile`` (every client of both drivers gets it)."""
     ssl_password_file: str = ""
@@ -223,9 +224,11 @@ class Settings:
     """PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (with ``sasl_oauth_token``, or on
     confluent the OIDC client credentials below)."""
     sasl_username: str = ""
+    """User name for PLAIN and SCRAM."""
     sasl_password: Secret | str = ""
     """Masked in repr/str/asdict/logs; ``sasl_password_file`` reads it from a file instead."""
     sasl_password_file: str = ""
+    """A file holding ``sasl_password`` (read at start, stripped)."""
     sasl_oauth_token: Any = None
     """OAUTHBEARER, both drivers: a function returning ``(token, expiry as epoch seconds)``, or its
     ``"module:function"`` name (for STREAMKIT_SASL_OAUTH_TOKEN); called whenever a client needs a
@@ -234,9 +237,13 @@ class Settings:
     """OAUTHBEARER on confluent: librdkafka fetches tokens itself (OIDC client credentials) from
     this endpoint with ``sasl_oauth_client_id``/``sasl_oauth_client_secret`` and ``sasl_oauth_scope``."""
     sasl_oauth_client_id: str = ""
+    """OIDC client id for ``sasl_oauth_token_endpoint_url`` (confluent)."""
     sasl_oauth_client_secret: Secret | str = ""
+    """OIDC client secret for ``sasl_oauth_token_endpoint_url``; masked like ``sasl_password``."""
     sasl_oauth_client_secret_file: str = ""
+    """A file holding ``sasl_oauth_client_secret`` (read at start, stripped)."""
     sasl_oauth_scope: str = ""
+    """OIDC scope asked for with the client credentials (empty: none)."""
     store: str = "rocksdb://"
     """Default table store: ``rocksdb://`` (durable, rocksdict) or ``memory://``."""
     data_dir: str = "streamkit-data"
@@ -267,6 +274,7 @@ class Settings:
     """Serve the web views over HTTPS with this certificate (PEM; the key in it or in
     ``web_ssl_keyfile``)."""
     web_ssl_keyfile: str = ""
+    """Private key (PEM) of ``web_ssl_certfile``, when the certificate file does not hold it."""
     web_ssl_cafile: str = ""
     """The CAs that may sign other workers' web certificates, for forwarded queries (empty: the
     system's)."""
