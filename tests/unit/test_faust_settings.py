@@ -15,9 +15,9 @@ import pytest
 import streamkit as faust  # as a Faust app would import it
 from streamkit.errors import ConfigurationError
 from streamkit.faust_settings import ONLY, REFUSED, RENAMED, TIMING
-from tests.helpers import collected
 from streamkit.settings import Settings
 from streamkit.testing import wait_for
+from tests.helpers import collected
 
 # Every setting of faust-streaming 0.11's Settings (faust/types/settings/settings.py).
 FAUST_SETTINGS = """
@@ -171,7 +171,8 @@ async def test_logging_config_and_loghandlers_apply_when_the_worker_starts():
             records.append(record)
 
     handler = Keep()
-    config = {"version": 1, "incremental": True, "loggers": {"streamkit.faust-test": {"level": "INFO"}}}  # keeps pytest's handlers
+    # incremental: keeps pytest's handlers
+    config = {"version": 1, "incremental": True, "loggers": {"streamkit.faust-test": {"level": "INFO"}}}
     app = memory_app(logging_config=config, loghandlers=[handler])
     try:
         async with app.running():
