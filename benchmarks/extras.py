@@ -53,7 +53,7 @@ def run_scale_out(args: argparse.Namespace, driver: str, input_topic: str) -> di
     for rep in range(args.repeat):
         for workers in (1, 2):
             result, stolen_now = unstolen(lambda _again: with_steal(
-                lambda: scale_out.measure(args.broker, driver, input_topic, workers, timeout=args.timeout)),
+                lambda: scale_out.measure(args.broker, driver, input_topic, workers, timeout=args.timeout)),  # noqa: B023 - called within this same iteration
                 args.max_steal, f"scale-out-{driver} x{workers} #{rep + 1}")
             runs.append(result)
             stolen_runs += stolen_now

@@ -24,8 +24,8 @@ Prints one ``RESULT {json}`` line (``quick_stateless.Meter``'s fields plus the j
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import asyncio
+import dataclasses
 import json
 import logging
 import shutil
@@ -216,7 +216,8 @@ async def run_join_window(args: argparse.Namespace, driver: str) -> dict[str, An
     if stalled:  # the wait for pairs that did not come is not the join's throughput
         meter.t1 = last_change + checkpoint_s
     return meter.result(f"join-window-{driver}", state["inputs"], pairs=state["pairs"], expected_pairs=expected,
-                        late_records=join.late_records, alignment=alignment, within_ms=args.within_ms, grace_ms=args.grace_ms,
+                        late_records=join.late_records, alignment=alignment, within_ms=args.within_ms,
+                        grace_ms=args.grace_ms,
                         final_checkpoint_s=checkpoint_s, stalled=stalled)
 
 

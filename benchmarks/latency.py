@@ -56,9 +56,9 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 async def worker_main(args: argparse.Namespace) -> None:
+    import orjson
     from pipeline import build_app
 
-    import orjson
     import streamkit as sk
 
     # Columns of numbers, not tuples: hundreds of thousands of tuples would make the worker's
@@ -118,8 +118,8 @@ async def worker_main(args: argparse.Namespace) -> None:
         watcher.cancel()
     if args.stages_file:
         Path(args.stages_file).write_bytes(orjson.dumps({
-            "taken": list(zip(ids, appended, took, partitions, offsets)),
-            "fetched": list(zip(fetched_partitions, fetched_lasts, fetched_at)),
+            "taken": list(zip(ids, appended, took, partitions, offsets, strict=False)),
+            "fetched": list(zip(fetched_partitions, fetched_lasts, fetched_at, strict=False)),
             "gc_pauses": list(pauses), "loop_lags": list(lags)}))
 
 
@@ -229,7 +229,8 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
             raise RuntimeError(f"worker did not start: {line!r} {worker.stderr.read()[-2000:] if worker.stderr else ''}")
         generator = subprocess.Popen(base + ["--role", "generator", "--rate", str(rate), "--seconds", str(seconds)],
                                      stdout=subprocess.PIPE, text=True, env=env)
-        wall0, reader0, worker0, children0 = time.perf_counter(), time.process_time(), process_cpu(worker.pid), children_cpu()
+        wall0, reader0 = time.perf_counter(), time.process_time()
+        worker0, children0 = process_cpu(worker.pid), children_cpu()
         sent: list[int] = []
 
         def expected() -> int | None:
@@ -343,7 +344,8 @@ def describe_stages(found: dict[str, Any]) -> str:
         return f"stages: {found['error']}"
     return "stages p50/p99 (tail mean) ms: " + ", ".join(
         f"{name} {found[f'{name}_p50_ms']:.1f}/{found[f'{name}_p99_ms']:.1f} ({found[f'tail_{name}_mean_ms']:.1f})"
-        for name in STAGES) + (f"; worker: {found['worker_full_gcs']} full GCs (max {found['worker_full_gc_max_ms']:.1f} ms), "
+        for name in STAGES) + (f"; worker: {found['worker_full_gcs']} full GCs "
+                               f"(max {found['worker_full_gc_max_ms']:.1f} ms), "
                                f"{found['worker_loop_lags_over_5ms']} event-loop stalls over 5 ms (max "
                                f"{found['worker_loop_lag_max_ms']:.1f} ms)")
 

@@ -54,8 +54,12 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
     app = sk.App(group, broker=broker, driver=driver, session_timeout_ms=6000, heartbeat_interval_ms=1000,
                  auto_offset_reset="earliest", processing_guarantee=guarantee, data_dir=f"/tmp/{group}", **settings)
     source = app.topic(input_topic, key_type=str, value_type=Order, partitions=PARTITIONS)
-    output = app.topic(output_topic, key_type=str, value_type=UserCount if stateful and stateful != "counted" else ProcessedOrder,
-                       partitions=PARTITIONS)
+    output = app.topic(
+        output_topic,
+        key_type=str,
+        value_type=UserCount if stateful and stateful != "counted" else ProcessedOrder,
+        partitions=PARTITIONS,
+    )
     if stateful == "windowed":
         per_minute = app.Table("counts", default=int).tumbling(60).relative_to_field(Order.ts).final(output)
 
@@ -69,6 +73,7 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
 
         return app, count_per_minute
     if stateful == "function":
+
         @app.agent(source, sink=[output])
         def enrich_order(order):
             on_record(order)

@@ -47,7 +47,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, create_topic, delete_topics, peak_rss_mb, cpu_seconds, final_checkpoint, produce_all, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
+from common import (  # benchmarks/ is on sys.path when run as a script
+    admin_client,
+    cpu_seconds,
+    create_topic,
+    delete_topics,
+    final_checkpoint,
+    peak_rss_mb,
+    produce_all,
+    rate_summary,
+    run_scenario_process,
+)
 
 # streamkit scenario → (driver, processing guarantee, count per key in a table)
 STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
@@ -312,7 +322,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def print_table(summary: dict[str, dict[str, Any]], ratios: dict[str, float | None]) -> None:
-    header = f"{'scenario':<22}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}{'CPU us/rec':>12}{'peak RSS MB':>13}  output"
+    header = (f"{'scenario':<22}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}{'CPU us/rec':>12}"
+              f"{'peak RSS MB':>13}  output")
     print(header)
     print("-" * len(header))
     for name, s in summary.items():

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Table recovery benchmark: how fast ``streamkit.tables.recovery.replay`` restores stores from a changelog.
 
 One run against one broker:
@@ -53,7 +54,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, create_topic, cpu_seconds, current_rss_mb, delete_topics, peak_rss_mb, produce_all, rate_summary, run_scenario_process  # benchmarks/ is on sys.path when run as a script
+from common import (  # benchmarks/ is on sys.path when run as a script
+    admin_client,
+    cpu_seconds,
+    create_topic,
+    current_rss_mb,
+    delete_topics,
+    peak_rss_mb,
+    produce_all,
+    rate_summary,
+    run_scenario_process,
+)
 
 SCENARIOS = ("raw-confluent", "aiokafka-rocksdb", "aiokafka-memory", "confluent-rocksdb", "confluent-memory")
 PARTITIONS = 4
@@ -202,7 +213,7 @@ async def run_replay(args: argparse.Namespace, driver_name: str, store_kind: str
         to_last = (Clock.last - started) if Clock.last else elapsed
 
         # -- verification (not timed) --
-        ends = {tp: int(x) for tp, x in zip(tps, args.ends.split(","))}
+        ends = {tp: int(x) for tp, x in zip(tps, args.ends.split(","), strict=False)}
         offsets_ok = all(stores[tp].offset == ends[tp] - 1 for tp in tps)
         check_started = time.perf_counter()
         if store_kind == "memory":

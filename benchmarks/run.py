@@ -39,11 +39,19 @@ from typing import Any
 import join_inputs
 import join_runs
 import latency
-from common import (STOLEN_RETRIES, admin_client, create_topic, delete_topics, rate_summary, run_peer_process,
-                    run_scenario_process, unstolen)
+from common import (
+    STOLEN_RETRIES,
+    admin_client,
+    create_topic,
+    delete_topics,
+    rate_summary,
+    run_peer_process,
+    run_scenario_process,
+    unstolen,
+)
 from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
-from state_size import run_state_size
 from quick_stateless import PARTITIONS, fill_input, topic_count
+from state_size import run_state_size
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"
@@ -338,9 +346,9 @@ def main(argv: list[str]) -> int:
         for driver in ("confluent", "aiokafka"):
             stateless = (summary.get(f"streamkit-{driver}") or {}).get("median_rps")
             stateful = summary.get(f"streamkit-{driver}-stateful") or {}
-            for name, measure in ((f"latency-{driver}", lambda: run_latency(args, driver, stateless)),
-                                  (f"scale-out-{driver}", lambda: run_scale_out(args, driver, input_topic)),
-                                  (f"state-size-{driver}", lambda: run_state_size(args, driver, run_id, stateful,
+            for name, measure in ((f"latency-{driver}", lambda: run_latency(args, driver, stateless)),  # noqa: B023 - called within this same iteration
+                                  (f"scale-out-{driver}", lambda: run_scale_out(args, driver, input_topic)),  # noqa: B023 - called within this same iteration
+                                  (f"state-size-{driver}", lambda: run_state_size(args, driver, run_id, stateful,  # noqa: B023 - called within this same iteration
                                                                                   created))):
                 if name in extras_wanted:
                     extras[name] = run_extra(name, measure)
@@ -360,7 +368,8 @@ def main(argv: list[str]) -> int:
         "records": args.records, "peer_records": args.peer_records, "join_records": args.join_records,
         "repeat": args.repeat,
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
-        "skipped": skipped, "summary": summary, "ratios": out, "extras": {k: v for k, v in extras.items() if k not in ("recovery", "peer-recovery")},
+        "skipped": skipped, "summary": summary, "ratios": out,
+        "extras": {k: v for k, v in extras.items() if k not in ("recovery", "peer-recovery")},
         "recovery": (extras.get("recovery") or {}).get("summary"),
         "peer_recovery": (extras.get("peer-recovery") or {}).get("summary"), "runs": runs,
         "stolen_runs": stolen_runs, "max_steal": args.max_steal,

@@ -143,7 +143,7 @@ def main() -> None:
         raise SystemExit("set SPARK_BENCH_BROKER (Spark's Python workers read it) instead of --broker")
     app.spark_spec = "benchmarks.spark_bench:app"  # Spark's workers import it (this file runs as __main__)
     produce(args.records)
-    app.spark.session  # start-up excluded from every figure
+    _ = app.spark.session  # start-up excluded from every figure
     results = {"records": args.records, "raw_confluent_read": raw_read(args.records),
                "spark_batch_read": spark_read(args.records), "spark_read_fixed_seconds": spark_read_fixed_seconds(),
                "spark_agent": spark_agent(args.records),

@@ -39,7 +39,7 @@ def field_docstrings(source: str = SETTINGS_SOURCE.read_text()) -> dict[str, tup
     tree = ast.parse(source)
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Settings")
     found: dict[str, tuple[str, str | None]] = {}
-    for node, following in zip(cls.body, cls.body[1:] + [None]):
+    for node, following in zip(cls.body, cls.body[1:] + [None], strict=True):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             doc = None
             if (isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
@@ -136,7 +136,8 @@ def api_page() -> str:
         obj = getattr(streamkit, name)
         module = getattr(obj, "__module__", "") or ""
         if name == "__version__":
-            lines += [f"## `__version__`", "", f"The installed version, `{streamkit.__version__}` when this page was built.", ""]
+            lines += ["## `__version__`", "",
+                      f"The installed version, `{streamkit.__version__}` when this page was built.", ""]
         elif not module.startswith("streamkit"):
             aliases.append(f"- `{name}`: `{module}.{getattr(obj, '__qualname__', name)}`, re-exported for Faust apps")
         elif id(obj) in documented:

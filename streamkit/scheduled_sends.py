@@ -29,7 +29,7 @@ class Sent:
 
     def __await__(self) -> Generator[Any, None, None]:
         return
-        yield  # noqa: unreachable - makes this a generator
+        yield  # unreachable: it makes this a generator
 
 
 SENT = Sent()

@@ -115,7 +115,7 @@ class SensorDelegate:
 
     def call_each(self, hook: str, states: list[Any], *args: Any, **kwargs: Any) -> None:
         """Call a closing hook (``..._out``, ``..._completed``) with each sensor's own state."""
-        for sensor, state in zip(list(self.active), states):
+        for sensor, state in zip(list(self.active), states, strict=False):
             try:
                 getattr(sensor, hook)(*args, state, **kwargs)
             except Exception:

@@ -18,6 +18,7 @@ from .errors import ConfigurationError, exception_types
 from .faust_settings import from_faust_environment, is_faust_name, translate
 from .setting_types import convert
 
+
 class Secret:
     """A password or token: ``repr``, ``str``, ``dataclasses.asdict`` and f-strings show
     ``'****'``; the clients get it through ``reveal()`` only."""

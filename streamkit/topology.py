@@ -121,8 +121,9 @@ def build_topology(app: "App", subscribed: Iterable[str], partitions: dict[str, 
         reads = [*(m.name for m in agent.topic.members), *(t for t in own if t in subscribed)]
         writes = [*own, *(sink.name if hasattr(sink, "name") else str(sink) for sink in agent.sinks)]
         agents.append(AgentNode(agent.name, agent.topic.name, tuple(dict.fromkeys(reads)), tuple(dict.fromkeys(writes))))
-    tables = tuple(TableNode(t.name, t.partitions, t.changelog.name, t.store_url, t.is_global)
-                   for t in app.tables.values())
+    tables = tuple(
+        TableNode(t.name, t.partitions, t.changelog.name, t.store_url, t.is_global) for t in app.tables.values()
+    )
     internal = (app.leader_topic.name, app.reply_topic.name, app.cluster_topic.name, app.dlq_topic_name)
     return Topology(
         app_id=app.id,

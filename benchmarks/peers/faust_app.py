@@ -16,7 +16,6 @@ import faust
 import orjson
 from measure import cpu, peak_rss_mb  # peers/ is the script directory
 
-
 p = argparse.ArgumentParser()
 for name in ("--scenario", "--broker", "--input", "--output", "--group"):
     p.add_argument(name, required=True)

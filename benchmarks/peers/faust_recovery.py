@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """faust-streaming table recovery peer (runs in the peers venv).
 
     python faust_recovery.py --broker B --keys K --phase fill|restore --group G [--state-dir D]
@@ -29,7 +30,6 @@ import sys
 import time
 
 from measure import cpu, peak_rss_mb, recovery_args  # peers/ is the script directory
-
 
 args = recovery_args()
 CHANGELOG = f"{args.group}-counts-changelog"

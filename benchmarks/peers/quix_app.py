@@ -10,8 +10,8 @@ import json
 import tempfile
 import time
 
-from quixstreams import Application
 from measure import cpu, peak_rss_mb  # peers/ is the script directory
+from quixstreams import Application
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NoReturn
 
 from ..errors import AgentFailed, ConfigurationError, exception_types, refuse_faust_options
-from ..runtime.progress import Event, Subscriber, processing as _current_event
+from ..runtime.progress import Event, Subscriber
+from ..runtime.progress import processing as _current_event
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record
@@ -393,7 +394,7 @@ class Agent:
                 return
             # the operators run anew each time (one that raised is over); what they drop is
             # acknowledged as the stream moves on, so commits advance past it
-            async for value in source._fresh():
+            async for value in source._fresh():  # noqa: SLF001 - an agent reads its source stream's own cursor
                 event = _current_event.get()
                 assert event is not None
                 await send(event, value)

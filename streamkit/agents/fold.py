@@ -26,7 +26,9 @@ class Fold:
 
     def __init__(self, fun: FoldFun, table: "Table") -> None:
         if table.is_global:
-            raise ConfigurationError(f"a fold keeps per-key state in a partitioned Table, not GlobalTable {table.name!r}")
+            raise ConfigurationError(
+                f"a fold keeps per-key state in a partitioned Table, not GlobalTable {table.name!r}"
+            )
         self.fun = fun
         self.table = table
 

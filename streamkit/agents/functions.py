@@ -24,9 +24,9 @@ Stalled = tuple[Any, Event, int, Sequence[Any]]
 
 def _handler(agent: "Agent") -> Callable[[Event], "Stalled | None"]:
     """``event -> None`` once its outputs are all queued, else what is left to await."""
-    emit_now = agent._emit_now
+    emit_now = agent._emit_now  # noqa: SLF001 - the agent's run loop, kept beside Agent
     fold = agent.fold
-    send = agent._one_sink_send()  # one sink topic: its send bound once
+    send = agent._one_sink_send()  # one sink topic: its send bound once  # noqa: SLF001 - the agent's run loop, kept beside Agent
     if fold is None and send is not None:
         fun = agent.source_fun
 
@@ -71,10 +71,10 @@ def batch_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
     """The worker's body for a plain-function or fold agent (``Agent.fun`` stays the per-record
     generator for the test context and Spark, which run the same function)."""
     handle = _handler(agent)
-    emit, emit_now = agent._emit, agent._emit_now
+    emit, emit_now = agent._emit, agent._emit_now  # noqa: SLF001 - the agent's run loop, kept beside Agent
 
     async def run(stream: "Stream") -> None:
-        take, next_event, run_in_hand = stream._next_in_batch, stream.next_event, stream.run_in_hand
+        take, next_event, run_in_hand = stream._next_in_batch, stream.next_event, stream.run_in_hand  # noqa: SLF001 - the run loop drives its stream's batch
         while True:
             stalled = run_in_hand(take() or await next_event(), handle)
             if stalled is not None:  # the record stays held until its outputs are all queued

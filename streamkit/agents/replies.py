@@ -14,8 +14,8 @@ import orjson
 
 from ..models.convert import compile_converter
 from ..models.record import dumps
-from ..transport.base import TP, Message
 from ..runtime.loops import restarting
+from ..transport.base import TP, Message
 from ..transport.reader import Reader
 
 if TYPE_CHECKING:

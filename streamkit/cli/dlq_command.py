@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 from dataclasses import dataclass
+
 import click
 
 from ..runtime import dead_letters as dl

@@ -69,7 +69,7 @@ def _table(group: Any, committed: dict[TP, int], ends: dict[TP, int], missing: l
         rows.append((tp.topic, str(tp.partition), "-" if done is None else str(done), str(ends[tp]), str(lag)))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = [f"group {group}"]
-    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += [f"{name}: not on the broker" for name in missing]
     lines.append(f"total lag {total}")
     return "\n".join(lines)

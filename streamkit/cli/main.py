@@ -161,7 +161,8 @@ def tables(app_spec: str) -> None:
 @click.argument("value", required=False)
 @click.option("--value", "value_option", default=None, help="Record value as JSON (or give it as VALUE).")
 @click.option("-k", "--key", default=None, help="Record key (decoded with the key type when not a string).")
-@click.option("-K", "--key-type", default=None, help="Model to build the key into (module.Model, or a name in the app's module).")
+@click.option("-K", "--key-type", default=None,
+              help="Model to build the key into (module.Model, or a name in the app's module).")
 @click.option("-V", "--value-type", default=None, help="Model to build the value into (as --key-type).")
 @click.option("--key-serializer", default=None, hidden=True)
 @click.option("--value-serializer", default=None, hidden=True)
@@ -385,7 +386,15 @@ def main() -> None:
 
 
 def _register_commands() -> None:
-    from . import acls_command, consume_command, dlq_command, groups_command, models_command, state_commands, topics_commands  # noqa: F401  (their @cli.command registers them)
+    from . import (  # noqa: F401  (their @cli.command registers them)
+        acls_command,
+        consume_command,
+        dlq_command,
+        groups_command,
+        models_command,
+        state_commands,
+        topics_commands,
+    )
     from .spark_command import spark
 
     cli.add_command(spark)

@@ -57,7 +57,7 @@ def spark(app_spec: str, agents: tuple[str, ...], checkpoint: str, master: str, 
     app.spark.conf.update(settings)
     app.spark.py_files = [part for item in py_files for part in item.split(",") if part]
     try:
-        app.spark.session  # started here: a missing module on the executors is said before any query
+        _ = app.spark.session  # started here: a missing module on the executors is said before any query
     except ConfigurationError as exc:
         _refuse(str(exc))
     for agent in agents:

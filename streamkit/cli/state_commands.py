@@ -99,7 +99,7 @@ def clean_versions(app_spec: str) -> None:
     """Delete this machine's table stores of the app's other versions."""
     app = load_app(app_spec)
     data_dir = Path(app.conf.data_dir)
-    given = app._given_id
+    given = app._given_id  # noqa: SLF001 - the id as given, before App derives it
     pattern = re.compile(rf"^{re.escape(given)}(-v\d+)?$")
     removed = []
     for path in sorted(data_dir.iterdir()) if data_dir.is_dir() else []:

@@ -12,8 +12,8 @@ import msgspec
 import orjson
 
 from ..errors import ConfigurationError, DecodeError
-from ..models.convert import ValidationError, compile_converter
 from ..models import blessed
+from ..models.convert import ValidationError, compile_converter
 from ..models.record import Record, dumps, is_model
 from ..models.record import _orjson as _plain_dumps
 

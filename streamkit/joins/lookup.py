@@ -98,8 +98,8 @@ def stream_table_join(source: "Chainable", table: "Table", *, on: Any, how: str,
         if declared not in owner.app.joins:  # a restarted agent body declares it again
             owner.app.joins.append(declared)
     inner = how == "inner"
-    joined = source._derive(_lookups(source, table, key_of, inner=inner, as_of=as_of),
-                            lambda: _lookups(source._fresh(), table, key_of, inner=inner, as_of=as_of))
+    joined = source._derive(_lookups(source, table, key_of, inner=inner, as_of=as_of),  # noqa: SLF001 - a join derives a stream like an operator
+                            lambda: _lookups(source._fresh(), table, key_of, inner=inner, as_of=as_of))  # noqa: SLF001 - a join derives a stream like an operator
     joined.mapped = True  # (value, table value) pairs: a group_by after it keeps no topic value type
     return joined
 
@@ -129,8 +129,8 @@ def _lookup(table: Any, key: Any, event: Any, is_global: bool, as_of: bool) -> A
             f"partition {number}: the stream and the table are not partitioned alike (the table has "
             f"{table.partitions} partitions; key bytes by the table's key codec {table.key_codec.name!r}); "
             "give both the same key_type/partition count, or join on= to repartition the stream")
-    part = table._partition(number, key, False)
-    value = table._read(key_bytes, part)
+    part = table._partition(number, key, False)  # noqa: SLF001 - a lookup reads the table's partition as the table does
+    value = table._read(key_bytes, part)  # noqa: SLF001 - a lookup reads the table's partition as the table does
     if value is _MISSING:
         return _MISSING
     if as_of:

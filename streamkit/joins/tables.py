@@ -57,7 +57,9 @@ class JoinedTable(Table):
         return f"<JoinedTable {self.name!r} = {self.left.name} {self.how} join {self.right.name}>"
 
     def describe(self) -> str:
-        return f"table {self.name} = {self.left.name} {self.how} join {self.right.name} (changelog {self.changelog.name})"
+        return (
+            f"table {self.name} = {self.left.name} {self.how} join {self.right.name} (changelog {self.changelog.name})"
+        )
 
     # -- reads: from the sides ------------------------------------------------------------------
 
@@ -87,7 +89,9 @@ class JoinedTable(Table):
 
     def _value(self, key: Any) -> Any:
         key_bytes, part = self._locate(key, writing=False)
-        return self._joined(self._side(self.left, key_bytes, part.number), self._side(self.right, key_bytes, part.number))
+        return self._joined(
+            self._side(self.left, key_bytes, part.number), self._side(self.right, key_bytes, part.number)
+        )
 
     def __getitem__(self, key: Any) -> Any:
         value = self._value(key)
@@ -111,12 +115,14 @@ class JoinedTable(Table):
                 side_part = side.local.get(number)
                 if side_part is None:
                     continue
-                for key, _ in side._items_of(side_part):
+                for key, _ in side._items_of(side_part):  # noqa: SLF001 - a table-table join scans the side's partition
                     key_bytes = self.key_codec.encode(key) or b""
                     if key_bytes in seen:
                         continue
                     seen.add(key_bytes)
-                    value = self._joined(self._side(self.left, key_bytes, number), self._side(self.right, key_bytes, number))
+                    value = self._joined(
+                        self._side(self.left, key_bytes, number), self._side(self.right, key_bytes, number)
+                    )
                     if value is not _MISSING:
                         yield key, value
 
@@ -154,8 +160,9 @@ class JoinedTable(Table):
         part.cache[key_bytes] = value
 
 
-def table_join(left: Table, right: Table, *, how: str, name: str | None,
-               value: Callable[[Any, Any], Any] | None) -> JoinedTable:
+def table_join(
+    left: Table, right: Table, *, how: str, name: str | None, value: Callable[[Any, Any], Any] | None
+) -> JoinedTable:
     """The operator behind ``table.join(other, ...)``: registers the joined table with the app."""
     app = left.app
     joined_name = name or f"{left.name}-{right.name}-join"

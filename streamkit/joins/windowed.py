@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections import deque
-from bisect import bisect_left, insort
 import logging
 import struct
+from bisect import bisect_left, insort
+from collections import deque
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
@@ -259,7 +259,7 @@ class WindowJoin(TopicGroup):
                             event.partition, event.offset)
             return []
         buffer = self.buffer
-        part = buffer._partition(event.partition, key, False)
+        part = buffer._partition(event.partition, key, False)  # noqa: SLF001 - the join's buffer is a windowed table it owns
         state = buffer.state_of(part)
         window = self.window
         now = state.stream_time
@@ -288,7 +288,7 @@ class WindowJoin(TopicGroup):
                     part.cache[store_key] = PAIRED + stored[1:]
         store_key = buffer_key(key, side, ts, message.offset)
         part.cache[store_key] = (PAIRED if out else UNPAIRED) + raw_value
-        buffer._track(state, key, side, ts, store_key, unpaired=self.emits[side] and not out)
+        buffer._track(state, key, side, ts, store_key, unpaired=self.emits[side] and not out)  # noqa: SLF001 - the join's buffer is a windowed table it owns
         if now is None or ts > now:
             state.stream_time = now = ts
             part.cache[STREAM_TIME_KEY] = _TIME.pack(ts)
@@ -307,7 +307,7 @@ class WindowJoin(TopicGroup):
         """Seconds a stream may wait for records before ``close_idle`` has to look again; None:
         nothing would leave without a record (no ``close_idle_after``, or nothing unpaired)."""
         idle_after = self.window.close_idle_after
-        if idle_after is None or not any(state.unpaired for state in self.buffer._state.values()):
+        if idle_after is None or not any(state.unpaired for state in self.buffer._state.values()):  # noqa: SLF001 - the join's buffer is a windowed table it owns
             return None
         return min(idle_after / 1000, 1.0)
 
@@ -319,7 +319,7 @@ class WindowJoin(TopicGroup):
         if idle_after is None:
             return out
         now = self.app.clock.monotonic()
-        for number, state in list(self.buffer._state.items()):
+        for number, state in list(self.buffer._state.items()):  # noqa: SLF001 - the join's buffer is a windowed table it owns
             part = self.buffer.local.get(number)
             if part is None or state.part is not part or not part.ready or not state.unpaired:
                 continue

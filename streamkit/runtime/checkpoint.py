@@ -171,7 +171,7 @@ class Checkpoint:
                 if guard is not None:
                     guard.cancel()
                 barrier.open()
-            for (participant, c), result in zip(changes, sent):
+            for (participant, c), result in zip(changes, sent, strict=False):
                 participant.apply(c, result)
             self._committed(offsets, started)
             return offsets
@@ -257,7 +257,7 @@ class ExactlyOnceCheckpoint(Checkpoint):
                 async with self.txns.sends_paused():
                     outcome, sent = await self._commit_units(offsets, changes, unsent)
                     failed = {task: exc for task, exc in outcome.items() if exc is not None}
-                    for (participant, c), result in zip(changes, sent):
+                    for (participant, c), result in zip(changes, sent, strict=False):
                         participant.apply(c, result, keep=lambda n, p: self.txns.task_of_table(n, p) not in failed)
                     done = {tp: o for tp, o in offsets.items() if self.txns.task_of(tp) not in failed}
                     self._committed(done, started)

@@ -81,12 +81,12 @@ def flow_state(runtime: Any) -> list[str]:
     lines = [f"assigned: {sorted(runtime.assigned)}",
              f"paused: {({tp: sorted(why) for tp, why in pauses.items() if why})}",
              f"revoking: {sorted(router.revoking)}; barrier closed: {router.barrier.closed}; "
-             f"pending seeks: {dict(runtime._pending_seeks)}; rebalancing: {runtime.rebalancing}",
+             f"pending seeks: {dict(runtime._pending_seeks)}; rebalancing: {runtime.rebalancing}",  # noqa: SLF001 - a diagnostic dump shows internal state
              f"delivered: {dict(sorted(router.delivered.items()))}",
              f"committed: {dict(sorted(checkpoint.committed.items())) if checkpoint is not None else None}"]
     txns = getattr(runtime, "txns", None)
     if txns is not None:
-        lines.append(f"exactly-once send gate open: {txns._open.is_set()}; units: {sorted(txns.units)}")
+        lines.append(f"exactly-once send gate open: {txns._open.is_set()}; units: {sorted(txns.units)}")  # noqa: SLF001 - a diagnostic dump shows internal state
     for topic in router.topics():
         for subscriber in router.subscribers_of(topic):
             lines.append(f"subscriber {subscriber.name}: {subscriber.inbox.qsize()} batch(es) queued")

@@ -15,7 +15,9 @@ from ..errors import ConfigurationError
 log = logging.getLogger("streamkit.topics")
 
 # the resolver's "this name does not exist" answers (EAI_AGAIN, a resolver not answering, is not one)
-_NO_SUCH_NAME = {getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA", "EAI_ADDRFAMILY") if hasattr(socket, name)}
+_NO_SUCH_NAME = {
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA", "EAI_ADDRFAMILY") if hasattr(socket, name)
+}
 _CHECKED_DRIVERS = ("aiokafka", "confluent")  # the memory driver's "address" is a broker's name
 RESOLVE_TIMEOUT = 5.0
 
@@ -52,11 +54,13 @@ async def check_host_names(driver_name: str, address: str) -> None:
         return
     pairs = hosts_of(address)
     reasons = await asyncio.gather(*(_missing(host, port) for host, port in pairs))
-    missing = [(host, reason) for (host, _), reason in zip(pairs, reasons) if reason is not None]
+    missing = [(host, reason) for (host, _), reason in zip(pairs, reasons, strict=True) if reason is not None]
     if not missing:
         return
     said = "; ".join(f"{host!r}: {reason}" for host, reason in missing)
     if len(missing) == len(pairs):
-        raise ConfigurationError(f"cannot resolve the Kafka broker host name in {address} ({said}): check the "
-                                 "broker address (broker=, STREAMKIT_BROKER or --broker)")
+        raise ConfigurationError(
+            f"cannot resolve the Kafka broker host name in {address} ({said}): check the "
+            "broker address (broker=, STREAMKIT_BROKER or --broker)"
+        )
     log.warning("some Kafka broker host names in %s do not resolve (%s): check the broker address", address, said)

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreWriteFailed
 from ..transport import TP
 from ..transport.base import retry_while_unreachable
+
+if TYPE_CHECKING:
+    from ..app import App
+    from ..settings import Settings
+    from ..transport import Consumer
+    from .checkpoint import Checkpoint
+    from .membership import Membership
+    from .pauses import PauseLedger
+    from .router import Router
+    from .tasks import TaskManager
 
 log = logging.getLogger("streamkit.worker")  # the worker's own lines, wherever the code sits
 
@@ -28,6 +38,31 @@ def describe_tps(tps: list[TP]) -> str:
 
 class PartitionOwnership:
     """The rebalance half of the Runtime (worker.py), which holds every attribute used here."""
+
+    # The Runtime's state this half reads and writes (declared, not set: Runtime.__init__ sets them).
+    app: App
+    conf: Settings
+    consumer: Consumer | None
+    pauses: PauseLedger | None
+    tasks: TaskManager
+    router: Router
+    checkpoint: Checkpoint | None
+    txns: Any
+    tables: Any
+    membership: Membership | None
+    failed: asyncio.Event
+    assigned: set[TP]
+    rebalances: int
+    is_leader: bool
+    _pending_seeks: dict[TP, int]
+    _rebalance_lock: asyncio.Lock
+    _stopping: bool
+
+    if TYPE_CHECKING:  # the Runtime's methods this half calls
+        def partition_count(self, topic: str) -> int: ...
+        def _owns_leadership(self) -> bool: ...
+        async def _commit(self, tps: Any = None, *, wait: bool = True) -> Any: ...
+        async def fail(self, exc: BaseException) -> None: ...
 
     # -- rebalance ------------------------------------------------------------------------------
 

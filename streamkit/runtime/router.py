@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..codecs import Codec
 from ..errors import ConfigurationError
 from ..sensors import SensorDelegate
-from ..codecs import Codec
 from ..transport.base import TP, Message, keys_and_values
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .progress import Barrier, Batch, Event, Subscriber, processing

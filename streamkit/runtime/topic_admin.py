@@ -59,7 +59,7 @@ async def connect_admin(driver: Driver, address: str, timeout: float):
             except Exception:
                 pass
             if cause is not None:  # no retry heals it: say so now, not as a network problem later
-                raise ConfigurationError(f"cannot connect to the Kafka broker at {address}: {cause}")
+                raise ConfigurationError(f"cannot connect to the Kafka broker at {address}: {cause}") from exc
         if time.monotonic() >= deadline:
             raise BrokerUnavailable(
                 f"cannot reach the Kafka broker at {address} after {attempt} attempts "

@@ -14,24 +14,24 @@ from typing import TYPE_CHECKING, Any, Callable
 from mode import Service
 
 from ..errors import AgentFailed, ConfigurationError, StoreWriteFailed, WorkerStopped
-from ..transport.auth_errors import refusal_in
+from ..settings import DriverName, Rebalancing
+from ..topology import Topology, build_topology
 from ..transport import TP, Consumer, Producer, create_driver
-from . import gc_tuning, loops
+from ..transport.auth_errors import refusal_in
 from ..transport.base import is_retriable
+from ..transport.broker_features import supports_consumer_group_protocol
+from . import gc_tuning, loops
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
-from .purge import RepartitionPurge, purged_topics
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .membership import Membership
 from .ownership import PartitionOwnership
 from .pauses import PauseLedger
+from .purge import RepartitionPurge, purged_topics
 from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
-from .topic_admin import connect_admin
 from .router import Router
 from .tasks import TaskManager
-from ..settings import DriverName, Rebalancing
-from ..transport.broker_features import supports_consumer_group_protocol
-from ..topology import Topology, build_topology
+from .topic_admin import connect_admin
 
 if TYPE_CHECKING:
     from ..app import App

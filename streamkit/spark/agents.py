@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SparkUnsupported
 from ..agents.supervision import supervise
+from ..errors import SparkUnsupported
 from ..runtime.dead_letters import ErrorPolicy
 from ..runtime.progress import Batch, Event, Subscriber, processing
 from ..runtime.router import decode_batch
@@ -156,7 +156,8 @@ class SinkRows:
 
     def batch(self) -> pa.RecordBatch:
         cols = [self.topic, self.partition, self.key, self.value, self.headers]
-        return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, self.schema)], schema=self.schema)
+        return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, self.schema, strict=True)],
+                                          schema=self.schema)
 
 
 class AgentRun:
@@ -169,7 +170,7 @@ class AgentRun:
     def for_app(cls, app: Any, agent_name: str) -> "AgentRun":
         """A run over an app object already imported (tests, the driver)."""
         run = cls.__new__(cls)
-        run._setup(app, agent_name)
+        run._setup(app, agent_name)  # noqa: SLF001 - the class's own set-up, called from its factory
         return run
 
     def _setup(self, app: Any, agent_name: str) -> None:

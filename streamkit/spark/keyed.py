@@ -148,7 +148,8 @@ class RekeyTask:
             if dead.topic:
                 yield pa.RecordBatch.from_arrays([
                     pa.array(dead.topic, pa.string()), pa.array([DEAD] * len(dead.topic), pa.int32()),
-                    pa.array([DEAD] * len(dead.topic), pa.int64()), pa.nulls(len(dead.topic), schema.field("timestamp").type),
+                    pa.array([DEAD] * len(dead.topic), pa.int64()),
+                    pa.nulls(len(dead.topic), schema.field("timestamp").type),
                     pa.array(dead.key, pa.binary()), pa.array(dead.value, pa.binary()),
                     pa.array(dead.headers, schema.field("headers").type)], schema=schema)
                 run.out = type(dead)()

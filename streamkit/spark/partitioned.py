@@ -86,7 +86,7 @@ class HomeTask(RekeyTask):
             sources = batch.column("partition").to_pylist()
             if self.grouped:
                 homes = [DEAD if p == DEAD else partition_for_key(k or b"", self.partitions)
-                         for p, k in zip(sources, batch.column("key").to_pylist())]
+                         for p, k in zip(sources, batch.column("key").to_pylist(), strict=True)]
             else:
                 homes = sources
             yield batch.append_column(pa.field(HOME, pa.int32(), False), pa.array(homes, pa.int32()))

@@ -16,8 +16,21 @@ import uuid
 from typing import Any, Callable
 
 import pyarrow as pa
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DataType, DateType, DoubleType, IntegerType,
-                               LongType, MapType, StringType, StructField, StructType, TimestampType)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from ..errors import ConfigurationError
 

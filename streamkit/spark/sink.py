@@ -71,15 +71,15 @@ class _Target:
             names = batch.schema.names
 
             def column(name: str) -> list[Any] | None:
-                if name not in names or batch.column(name).null_count == n:
+                if name not in names or batch.column(name).null_count == n:  # noqa: B023 - called only within this iteration
                     return None
-                return batch.column(name).to_pylist()
+                return batch.column(name).to_pylist()  # noqa: B023 - called only within this iteration
 
             topics, parts, headers = column("topic"), column("partition"), column("headers")
             keys, values = column("key") or [None] * n, column("value") or [None] * n
             if parts is None and headers is None:  # the common case: no per-row dicts
                 default = self.topic
-                for topic, key, value in zip(topics or [default] * n, keys, values):
+                for topic, key, value in zip(topics or [default] * n, keys, values, strict=True):
                     self._produce(producer, topic or default, _bytes(key), _bytes(value), delivered)
             else:
                 for i in range(n):

@@ -17,7 +17,8 @@ import asyncio
 from collections import deque
 from typing import Any, AsyncIterator, Iterable
 
-from ..runtime.progress import Event, processing as _current_event
+from ..runtime.progress import Event
+from ..runtime.progress import processing as _current_event
 from .stream import Chainable, Derived, Stream  # stream.py imports this module when it is used
 
 MAX_LAG = 1000  # records a branch may run ahead of the slowest one
@@ -28,7 +29,7 @@ class Tee:
 
     def __init__(self, source: Stream, n: int) -> None:
         self.source = source
-        source._hold = True  # records are acked here, once every branch is past them
+        source._hold = True  # records are acked here, once every branch is past them  # noqa: SLF001 - a fan-out acks its source's records itself
         self.events: deque[Event] = deque()
         self.base = 0  # the absolute index of events[0]
         self.handed = [0] * n  # per branch: records handed out
@@ -56,7 +57,7 @@ class Tee:
                     continue  # another branch pulled it meanwhile
                 # A committing exactly-once checkpoint: no new record until it is over, though
                 # the source holds the other branches' (they finish theirs, then wait here too).
-                await self.source._past_barrier()
+                await self.source._past_barrier()  # noqa: SLF001 - a fan-out acks its source's records itself
                 event = await self.source.next_event()
                 assert event is not None
                 self.events.append(event)
@@ -133,7 +134,7 @@ def combine(first: Any, others: Iterable[Any]) -> Any:
                             "to read several topics in one agent, give it app.topic('a', 'b') (or a pattern)")
 
     def fresh(s: Any) -> AsyncIterator[Any]:
-        return s._fresh() if isinstance(s, Chainable) else s.__aiter__()
+        return s._fresh() if isinstance(s, Chainable) else s.__aiter__()  # noqa: SLF001 - a fan-out reads its branches' own cursors
 
     source = first if isinstance(first, Stream) else getattr(first, "source", None)
     return Derived(source, merge([s.__aiter__() for s in inputs]), lambda: merge([fresh(s) for s in inputs]))

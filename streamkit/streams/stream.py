@@ -11,7 +11,8 @@ import inspect
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
-from ..runtime.progress import Batch, Event, Subscriber, processing as _current_event
+from ..runtime.progress import Batch, Event, Subscriber
+from ..runtime.progress import processing as _current_event
 from ..sensors import NO_SENSORS
 from ..transport.base import TP
 
@@ -322,7 +323,8 @@ class Stream(Chainable, Generic[T]):
 
     async def _past_barrier(self) -> None:
         """Wait while a checkpoint holds the streams between records (an exactly-once one
-        commits), before taking a record while holding none. Also after waiting for the inbox: the checkpoint's wait for records in hand found
+        commits), before taking a record while holding none. Also after waiting for the inbox: the
+        checkpoint's wait for records in hand found
         this stream holding nothing, so a record taken now would run the agent during the commit
         (its send held at the gate, joining the next transaction even if this one rolls back
         and the record is read again). ``while``: the next checkpoint may close it again before

@@ -63,10 +63,10 @@ def cut(items: list, start: int, end: int) -> list:
 
 def put_all(target: dict[bytes, bytes | None], keys: list[bytes | None], values: list[bytes | None]) -> None:
     """``target[key or b""] = value`` for each pair in order, at dict speed."""
-    target.update(zip(keys, values))
+    target.update(zip(keys, values, strict=True))
     if None in target:  # a record without a key (not a table's): stored under b"", as one by one
         del target[None]
-        for key, value in zip(keys, values):
+        for key, value in zip(keys, values, strict=True):
             target[key or b""] = value
 
 

@@ -109,7 +109,7 @@ async def _apply_one_by_one(store: Store, tp: TP, columns: Columns, problems: di
     sources: bytes | None = None
     feed = blocks.feed_fields if blocks is not None else None
     is_mark_at = set(marks)
-    for i, (record_offset, key, value) in enumerate(zip(columns.offsets, columns.keys, columns.values)):
+    for i, (record_offset, key, value) in enumerate(zip(columns.offsets, columns.keys, columns.values, strict=True)):
         mark = i in is_mark_at
         problem = problems.get(i)
         if problem is not None:

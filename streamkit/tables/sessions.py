@@ -11,6 +11,7 @@ like any window's (``on_window_close``, ``.final(topic)``) and the session is de
 Store key: the window key of ``(key, start)`` followed by the end, so a key's sessions are one
 ordered range of the store.
 """
+
 from __future__ import annotations
 
 import operator
@@ -20,16 +21,33 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigurationError
 from .table import _MISSING, DELETED, TablePartition
 from .windows import (
-    _START, _SIGN, LATE_CHOICES, STREAM_TIME_KEY, Window, WindowedTable, WindowKeyCodec, _ms, _PartitionWindows, split_window_key, window_key,
+    _SIGN,
+    _START,
+    LATE_CHOICES,
+    STREAM_TIME_KEY,
+    Window,
+    WindowedTable,
+    WindowKeyCodec,
+    _ms,
+    _PartitionWindows,
+    split_window_key,
+    window_key,
 )
 
 
 class SessionWindow(Window):
     kind = "session"
 
-    def __init__(self, gap: float | timedelta, *, grace: float | timedelta = 0, expires: Any = None,
-                 merge: Callable[[Any, Any], Any] | None = None, close_idle_after: Any = None,
-                 late: str = "drop") -> None:
+    def __init__(
+        self,
+        gap: float | timedelta,
+        *,
+        grace: float | timedelta = 0,
+        expires: Any = None,
+        merge: Callable[[Any, Any], Any] | None = None,
+        close_idle_after: Any = None,
+        late: str = "drop",
+    ) -> None:
         if late not in LATE_CHOICES:
             raise ConfigurationError(f"late={late!r}: use 'drop' or 'dead-letter'")
         self.gap = self.size = self.step = _ms(gap, "gap")

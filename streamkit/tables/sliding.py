@@ -32,7 +32,13 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigurationError, StreamkitError
 from .table import _IMMUTABLE, _MISSING, DELETED, TablePartition
 from .windows import (
-    Window, WindowedTable, WindowKeyCodec, _ms, _PartitionWindows, split_window_key, window_key,
+    Window,
+    WindowedTable,
+    WindowKeyCodec,
+    _ms,
+    _PartitionWindows,
+    split_window_key,
+    window_key,
 )
 
 _ENDS_AT_RECORD = b"\x01"

@@ -14,7 +14,7 @@ from ..runtime.progress import processing
 from ..transport.partitioner import hash_partition
 from .declared_changelog import adopt as adopt_changelog
 from .stores import MemoryStore, Store
-from .task_keys import WrongPartition, check_key_partitioning, task_partition
+from .task_keys import check_key_partitioning, task_partition
 from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
 if TYPE_CHECKING:

@@ -145,7 +145,7 @@ class WindowSet:
         self.wrapper = wrapper
 
     def _apply(self, change: Callable[[Any], Any]) -> "WindowSet":
-        ts, advance = self.wrapper._event_time()
+        ts, advance = self.wrapper._event_time()  # noqa: SLF001 - the window views of the wrapper they belong to
         self.wrapper.table.update(self.key, ts, change, advance=advance)
         return self
 
@@ -176,7 +176,7 @@ class WindowSet:
     def current(self, event: Any = None) -> Any:
         """The window the time of ``event`` (else of the current record; the wall clock outside
         a record) falls in, as Faust's ``current(event=None)``."""
-        return self.wrapper.table.read(self.key, self.wrapper._read_time(event))
+        return self.wrapper.table.read(self.key, self.wrapper._read_time(event))  # noqa: SLF001 - the window views of the wrapper they belong to
 
     def now(self) -> Any:
         return self.wrapper.table.read(self.key, _wall_ms(self.wrapper.table.app.clock))
@@ -187,7 +187,7 @@ class WindowSet:
 
     def delta(self, d: float | timedelta, event: Any = None) -> Any:
         """The window the time ``d`` before the current one falls in."""
-        return self.wrapper.table.read(self.key, self.wrapper._read_time(event) - _ms(d, "delta"))
+        return self.wrapper.table.read(self.key, self.wrapper._read_time(event) - _ms(d, "delta"))  # noqa: SLF001 - the window views of the wrapper they belong to
 
     def __iter__(self) -> Iterator[tuple[WindowRange, Any]]:
         return self.wrapper.table.windows_of(self.key)
@@ -207,5 +207,5 @@ def make_windowed(table: Table, window: Window, cls: type[WindowedTable] = Windo
                                  "stream-time records, which the topic's readers would not read; leave out "
                                  "changelog_topic and send each window's value to the topic (on_window_close=)")
     table.__class__ = cls
-    table._make_windowed(window)  # type: ignore[attr-defined]
+    table._make_windowed(window)  # type: ignore[attr-defined]  # noqa: SLF001 - the class just set above
     return WindowWrapper(table)  # type: ignore[arg-type]

@@ -447,7 +447,7 @@ class WindowedTable(Table):
     def final_record(self, window: WindowRange, value: Any) -> bytes:
         """What ``.final(topic)`` receives for one closed window."""
         encoded = self.entries.value_codec.encode(value)
-        body = orjson.Fragment(encoded) if self.entries._json_values and encoded is not None else value
+        body = orjson.Fragment(encoded) if self.entries._json_values and encoded is not None else value  # noqa: SLF001 - the windowed table's own value codec
         return orjson.dumps({"start": window.start, "end": window.end, "value": body})
 
     async def window_closed(self, key: Any, window: WindowRange, value: Any) -> None:

@@ -91,7 +91,7 @@ def read_committed_hides_aborted(settings: Settings) -> tuple[bool, str]:
 def end_offsets_exact(settings: Settings) -> tuple[bool, str]:
     topic = _topic(settings)
     producer = Producer(confluent_conf(settings, **{"linger.ms": 50}))
-    for i in range(5):
+    for _ in range(5):
         producer.produce(topic, b"x", partition=0)
     producer.produce(topic, b"done", partition=0)
     producer.flush(15)

@@ -104,7 +104,7 @@ class TestDriver:
         self._data_dir = tempfile.mkdtemp(prefix="streamkit-test-")
         conf.driver, conf.broker, conf.store = "memory", f"memory://{self._broker_name}", "memory://"
         conf.data_dir, conf.web_enabled = self._data_dir, self._web
-        app._driver = None  # built anew from the settings above
+        app._driver = None  # built anew from the settings above  # noqa: SLF001 - the test driver swaps the App's driver
         app.clock = self.clock
         try:
             await app.start()
@@ -127,7 +127,7 @@ class TestDriver:
         for name, value in self._saved.items():
             setattr(app.conf, name, value)
         app.clock = self._saved_clock
-        app._driver = None
+        app._driver = None  # noqa: SLF001 - the test driver swaps the App's driver
         MemoryBroker.forget(self._broker_name)
         if self._data_dir is not None:
             shutil.rmtree(self._data_dir, ignore_errors=True)
@@ -163,7 +163,7 @@ class TestDriver:
             await self._wait(self._all_processed, deadline - asyncio.get_running_loop().time(),
                              "every record to be processed")
             before = self._log_sizes()
-            await runtime._commit()
+            await runtime._commit()  # noqa: SLF001 - the test driver commits as the commit loop does
             if self._log_sizes() == before and self._all_processed():
                 return
             if asyncio.get_running_loop().time() > deadline:

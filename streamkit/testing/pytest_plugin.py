@@ -43,7 +43,8 @@ def pytest_report_collectionfinish(config: Any, items: list[Any]) -> str | list[
     listing = config is not None and config.getoption("collectonly", False)
     if not external or listing:  # the dev broker starts with the first test that needs it: answers at the end
         listed = ", ".join(f"{name} ({count} test(s))" for name, count in sorted(needed.items()))
-        return f"broker capabilities needed on {external or 'the dev broker'}: {listed}; each is probed once, answers at the end"
+        return (f"broker capabilities needed on {external or 'the dev broker'}: {listed}; "
+                "each is probed once, answers at the end")
     caps = capabilities_for(external)  # an external broker is there already: ask it now
     lines = [f"broker capabilities on {external}:"]
     for name, count in sorted(needed.items()):
@@ -173,9 +174,8 @@ def _delete_passed_tests_topics(address: str) -> str | None:
 
     admin = AdminClient({"bootstrap.servers": address})
     try:
-        names = [name for name in admin.list_topics(timeout=30).topics
-                 if any(suffix in name for suffix in passed)]
-        for future in (admin.delete_topics(names, operation_timeout=30).values() if names else ()):
+        names = [name for name in admin.list_topics(timeout=30).topics if any(suffix in name for suffix in passed)]
+        for future in admin.delete_topics(names, operation_timeout=30).values() if names else ():
             future.result(60)
     except Exception as exc:  # noqa: BLE001 - reported, not raised: the tests' verdicts stand
         return repr(exc)

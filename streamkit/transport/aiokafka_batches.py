@@ -55,7 +55,7 @@ class BatchedSends:
     def _placement(self, topic: str) -> tuple[list[int], list[int]] | None:
         """The topic's partitions (all, available) as of the last metadata refresh; None: unknown."""
         metadata = self.client.client.cluster
-        refreshed = metadata._last_successful_refresh_ms
+        refreshed = metadata._last_successful_refresh_ms  # noqa: SLF001 - aiokafka exposes no public refresh time
         known = self._partitions.get(topic)
         if known is None or known[0] != refreshed:
             everything = metadata.partitions_for_topic(topic)

@@ -10,23 +10,41 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import GroupIdNotFound, UnknownTopicOrPartitionError, for_code
+from aiokafka.errors import (
+    GroupIdNotFound,
+    InvalidProducerEpoch,
+    KafkaError,
+    TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+    for_code,
+)
+from aiokafka.errors import ProducerFenced as KafkaProducerFenced
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.protocol.commit import OffsetCommitRequest
-from aiokafka.errors import (InvalidProducerEpoch, KafkaError, ProducerFenced as KafkaProducerFenced, TopicAlreadyExistsError,
-                            TopicAuthorizationFailedError)
 
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
-
 from ..settings import Settings, reveal_config
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
-from .aiokafka_fetched import as_message, as_messages
-from .columns import Columns
 from .aiokafka_batches import BatchedSends, keep_in_metadata, transaction_error
-from .pending import PendingDeliveries
-from .partitioner import default_partitioner
-from .quiet import quiet_client_logs, with_reconnect_backoff
+from .aiokafka_fetched import as_message, as_messages
 from .auth_errors import aiokafka_diagnose
+from .base import (
+    TP,
+    Admin,
+    Consumer,
+    Driver,
+    GroupProtocol,
+    Message,
+    PartitionInfo,
+    Producer,
+    RebalanceCallback,
+    TopicInfo,
+    TopicSpec,
+)
+from .columns import Columns
+from .partitioner import default_partitioner
+from .pending import PendingDeliveries
+from .quiet import quiet_client_logs, with_reconnect_backoff
 from .security import aiokafka_common, compression
 
 log = logging.getLogger(__name__)
@@ -75,7 +93,7 @@ class AiokafkaConsumer(Consumer):
         opts.update(reveal_config(settings.consumer_config))
         opts.update(overrides)
         self._client = AIOKafkaConsumer(**opts)
-        with_reconnect_backoff(self._client._client)
+        with_reconnect_backoff(self._client._client)  # noqa: SLF001 - aiokafka's admin exposes no public client
         self._group_id = group_id
         self._read_committed = opts.get("isolation_level") == "read_committed"
         self._subscription: tuple[list[str], Any] = ([], None)
@@ -106,7 +124,7 @@ class AiokafkaConsumer(Consumer):
         return await self._client.position(TopicPartition(*tp))
 
     async def check_connection(self, timeout: float) -> None:
-        await asyncio.wait_for(self._client._client.fetch_all_metadata(), timeout)
+        await asyncio.wait_for(self._client._client.fetch_all_metadata(), timeout)  # noqa: SLF001 - aiokafka's admin exposes no public client
 
     def group_metadata(self) -> Any:
         return self._group_id  # aiokafka sends offsets by group id only (EOS v1)
@@ -290,7 +308,7 @@ class AiokafkaAdmin(Admin):
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._client = AIOKafkaAdminClient(**aiokafka_common(settings))
-        with_reconnect_backoff(self._client._client)
+        with_reconnect_backoff(self._client._client)  # noqa: SLF001 - aiokafka's admin exposes no public client
 
     async def diagnose(self) -> str | None:
         return await aiokafka_diagnose(self._settings)
@@ -355,7 +373,7 @@ class AiokafkaAdmin(Admin):
 
     async def delete_group(self, group: str) -> str | None:
         coordinator = await self._client.find_coordinator(group)
-        response = await self._client._send_request_to_node(coordinator, DeleteGroupsRequest([group]))
+        response = await self._client._send_request_to_node(coordinator, DeleteGroupsRequest([group]))  # noqa: SLF001 - aiokafka's admin has no DeleteGroups call
         for _name, code in response.results:
             if code not in (0, GroupIdNotFound.errno):
                 return str(for_code(code))

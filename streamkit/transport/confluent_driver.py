@@ -19,19 +19,37 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from confluent_kafka import OFFSET_STORED, Consumer as CKConsumer, KafkaError, KafkaException
-from confluent_kafka import TopicPartition
-from confluent_kafka import ConsumerGroupTopicPartitions
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, NewTopic,
-                                   ResourceType)
+from confluent_kafka import OFFSET_STORED, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer as CKConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
 from ..settings import Settings, reveal_config
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
+from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, explain, librdkafka_logger, oauth_token_fault
+from .base import (
+    TP,
+    Admin,
+    Consumer,
+    Driver,
+    GroupProtocol,
+    Message,
+    PartitionInfo,
+    Producer,
+    RebalanceCallback,
+    TopicInfo,
+    TopicSpec,
+)
 from .columns import Columns
 from .confluent_fetched import FetchedMessage, as_columns, split
 from .confluent_producer import ConfluentProducer
 from .quiet import RateLimitFilter
-from .auth_errors import LIBRDKAFKA_FAILURES, confluent_diagnose, explain, librdkafka_logger, oauth_token_fault
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
@@ -418,7 +436,8 @@ class ConfluentAdmin(Admin):
 
     async def start(self) -> None:
         LIBRDKAFKA_FAILURES.clear()  # what this connection attempt reports
-        if await asyncio.to_thread(oauth_token_fault, self._settings):  # librdkafka would wait 10 s for the token, and not say why
+        # librdkafka would wait 10 s for the token, and not say why
+        if await asyncio.to_thread(oauth_token_fault, self._settings):
             raise ConnectionError("sasl_oauth_token gives no usable token")
         self._client = AdminClient(self._conf)
 
@@ -447,7 +466,8 @@ class ConfluentAdmin(Admin):
         assert self._client is not None
         if not specs:
             return
-        new = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replicas, config=dict(s.config)) for s in specs]
+        new = [NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replicas, config=dict(s.config))
+               for s in specs]
         futures = self._client.create_topics(new, request_timeout=15)
         for fut in futures.values():
             try:

@@ -12,7 +12,8 @@ import logging
 from typing import Any, Callable
 
 import msgspec
-from confluent_kafka import KafkaError, KafkaException, Message as RawMessage
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Message as RawMessage
 
 from .base import TP
 from .columns import Columns
@@ -77,7 +78,7 @@ class FetchedMessage(msgspec.Struct, eq=False):
     @staticmethod
     def keys_and_values(messages: list["FetchedMessage"]) -> tuple[list[bytes | None], list[bytes | None]]:
         """The batch's keys and values read by mapping librdkafka's own methods (base.py)."""
-        raws = [message._raw for message in messages]
+        raws = [message._raw for message in messages]  # noqa: SLF001 - this class's own field (a staticmethod)
         return list(map(_key_of, raws)), list(map(_value_of, raws))
 
 

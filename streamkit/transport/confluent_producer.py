@@ -8,14 +8,14 @@ import logging
 import threading
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer as CKProducer
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Producer as CKProducer
 
 from ..errors import GroupFenced, ProducerFenced, TransactionAborted
 from ..settings import Settings, reveal_config
+from .auth_errors import LIBRDKAFKA_FAILURES, librdkafka_logger
 from .base import TP, Producer, retry_while_unreachable
 from .pending import DeliveryFailed, PendingDeliveries, delivery_failed
-from .auth_errors import LIBRDKAFKA_FAILURES, librdkafka_logger
 from .security import compression, confluent_common
 
 log = logging.getLogger("streamkit.confluent")

@@ -13,12 +13,23 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from dataclasses import dataclass, field
-
 from ..errors import ConfigurationError, GroupFenced, ProducerFenced
-from .base import TP, Admin, Consumer, Driver, GroupProtocol, Message, Producer, PartitionInfo, RebalanceCallback, TopicInfo, TopicSpec
+from .base import (
+    TP,
+    Admin,
+    Consumer,
+    Driver,
+    GroupProtocol,
+    Message,
+    PartitionInfo,
+    Producer,
+    RebalanceCallback,
+    TopicInfo,
+    TopicSpec,
+)
 from .memory_faults import Faults, InjectedFault
 from .partitioner import partition_for_key
 from .pending import PendingDeliveries
@@ -147,9 +158,9 @@ class MemoryBroker:
         incremental = bool(members) and all(m.protocol.incremental for m in members)
         if not incremental:
             for member in members:
-                await member._revoke_all()
+                await member.group_revoke_all()
         self.generations[group] = self.generations.get(group, 0) + 1
-        topics = sorted({t for m in members for t in m._topics})
+        topics = sorted({t for m in members for t in m.subscribed_topics()})
         shares: dict[int, list[TP]] = {i: [] for i in range(len(members))}
         for topic in topics:
             count = len(self.logs.get(topic, []))
@@ -169,12 +180,12 @@ class MemoryBroker:
                 member.generation = self.generations[group]
             for i, member in enumerate(members):
                 keep = set(shares[i])
-                await member._revoke([tp for tp in member._positions if tp not in keep])
+                await member.group_revoke_except(keep)
             for i, member in enumerate(members):
-                await member._assign_group([tp for tp in shares[i] if tp not in member._positions])
+                await member.group_assign([tp for tp in shares[i] if tp not in member.assignment()])
             return
         for i, member in enumerate(members):
-            await member._assign_group(shares[i])
+            await member.group_assign(shares[i])
 
 
 @dataclass
@@ -208,7 +219,7 @@ class MemoryConsumer(Consumer):
 
     async def stop(self) -> None:
         if self.group_id and self in self.broker.groups.get(self.group_id, []):
-            await self._revoke_all()
+            await self.group_revoke_all()
             self.broker.groups[self.group_id].remove(self)
             await self.broker.rebalance(self.group_id)
 
@@ -224,17 +235,28 @@ class MemoryConsumer(Consumer):
             members.append(self)
         self._needs_join = True
 
-    async def _revoke_all(self) -> None:
-        await self._revoke(list(self._positions))
+    def subscribed_topics(self) -> list[str]:
+        """The topics this member subscribed to: what its group's rebalance assigns from."""
+        return list(self._topics)
 
-    async def _revoke(self, tps: list[TP]) -> None:
+    async def group_revoke_all(self) -> None:
+        """Called by the broker's rebalance (and on stop): give up every partition."""
+        await self.group_revoke(list(self._positions))
+
+    async def group_revoke_except(self, keep: set[TP]) -> None:
+        """Called by an incremental rebalance: give up what this member holds outside ``keep``."""
+        await self.group_revoke([tp for tp in self._positions if tp not in keep])
+
+    async def group_revoke(self, tps: list[TP]) -> None:
+        """Called by the broker's rebalance: give up ``tps``, telling the runtime first."""
         if tps and self._on_revoked is not None:
             await self._on_revoked(tps)
         for tp in tps:
             self._positions.pop(tp, None)
             self._paused.discard(tp)
 
-    async def _assign_group(self, tps: list[TP]) -> None:
+    async def group_assign(self, tps: list[TP]) -> None:
+        """Called by the broker's rebalance: take ``tps`` from the group's committed offsets."""
         committed = self.broker.committed.get(self.group_id or "", {})
         for tp in tps:
             start = committed.get(tp)
@@ -261,7 +283,7 @@ class MemoryConsumer(Consumer):
             self._needs_join = False
             if self._rejoining:
                 self._rejoining = False
-                await self._revoke_all()
+                await self.group_revoke_all()
             await self.broker.rebalance(self.group_id or "")
         out = self._collect(max_records)
         if not out and timeout > 0:
@@ -568,8 +590,13 @@ class MemoryDriver(Driver):
 
     def consumer(self, group_id: str | None, *, protocol: GroupProtocol = GroupProtocol.EAGER,
                  **overrides: Any) -> Consumer:
-        return MemoryConsumer(self.broker, group_id, overrides.get("auto_offset_reset", self.settings.auto_offset_reset),
-                              overrides.get("isolation_level", self.settings.isolation_level), protocol=protocol)
+        return MemoryConsumer(
+            self.broker,
+            group_id,
+            overrides.get("auto_offset_reset", self.settings.auto_offset_reset),
+            overrides.get("isolation_level", self.settings.isolation_level),
+            protocol=protocol,
+        )
 
     def producer(self, **overrides: Any) -> Producer:
         return MemoryProducer(self.broker, overrides.get("transactional_id"))

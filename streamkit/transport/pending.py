@@ -64,7 +64,7 @@ class PendingDeliveries:
         self._topics = self._topics[count:]
         failures: list[BaseException] = []
         failed_topics: list[str] = []
-        for fut, topic in zip(futures, topics):
+        for fut, topic in zip(futures, topics, strict=True):
             if fut.cancelled():
                 failures.append(asyncio.CancelledError("a queued record was cancelled before delivery"))
                 failed_topics.append(topic)

@@ -72,7 +72,7 @@ def with_reconnect_backoff(client: Any) -> Any:
     if getattr(base, "_streamkit_backoff", False):
         return client
     client.__class__ = _backoff_class(base)
-    client._sk_backoff = {}
+    client._sk_backoff = {}  # noqa: SLF001 - our attribute on the client we subclass
     return client
 
 
@@ -89,7 +89,7 @@ def _backoff_class(base: type) -> type:
         until, delay = self._sk_backoff.get(node_id, (0.0, 0.0))
         if until > loop.time():
             await asyncio.sleep(until - loop.time())
-        conn = await base._get_conn(self, node_id, *args, **kwargs)
+        conn = await base._get_conn(self, node_id, *args, **kwargs)  # noqa: SLF001 - the aiokafka method this subclass wraps
         if conn is None:
             delay = min(max(delay * 2, RECONNECT_BACKOFF), RECONNECT_BACKOFF_MAX)
             self._sk_backoff[node_id] = (loop.time() + delay * random.uniform(0.8, 1.2), delay)

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import inspect
+import logging
 from typing import Any, Awaitable, Callable
 
 from .base import TP, Consumer, Message

@@ -104,7 +104,8 @@ class _RuntimeCollector:
                                             labels=["app"])
             rollbacks.add_metric([app_id], checkpoint.rollbacks)
             yield rollbacks
-        restarts = CounterMetricFamily("streamkit_agent_restarts", "Agent restarts after exceptions (with or without a record held)",
+        restarts = CounterMetricFamily("streamkit_agent_restarts",
+                                       "Agent restarts after exceptions (with or without a record held)",
                                        labels=["app", "agent"])
         for name, agent in self.app.agents.items():
             restarts.add_metric([app_id, name], agent.restarts)

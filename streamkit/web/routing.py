@@ -36,7 +36,7 @@ def decode_url_key(table: Any, raw: str) -> Any:
     try:
         return JsonCodec(table.key_type).decode(raw.encode())
     except DecodeError as exc:
-        raise web.HTTPBadRequest(text=_json({"error": f"bad key {raw!r}: {exc}"}), content_type="application/json")
+        raise web.HTTPBadRequest(text=_json({"error": f"bad key {raw!r}: {exc}"}), content_type="application/json") from exc
 
 
 def _json(obj: Any) -> str:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..models.record import dumps
+from .binding import Listeners, bind_web
 from .metrics import Metrics
 from .routing import decode_url_key, error, route_key
-from .binding import Listeners, bind_web
 
 if TYPE_CHECKING:
     from ..app import App

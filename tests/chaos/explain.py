@@ -72,7 +72,9 @@ def explain(records: Iterable[Any], expected: int, *, topic: str | None = None, 
     batches: dict[int, list[LogBatch]] = {}
     if duplicated:
         extra = sum(len(found) - 1 for found in duplicated.values())
-        lines.append(f"duplicated: {len(duplicated)} outputs, {extra} extra copies; the first {min(SHOWN, len(duplicated))}:")
+        lines.append(
+            f"duplicated: {len(duplicated)} outputs, {extra} extra copies; the first {min(SHOWN, len(duplicated))}:"
+        )
         for value in sorted(duplicated)[:SHOWN]:
             described = []
             for message in sorted(duplicated[value], key=lambda m: (m.partition(), m.offset())):

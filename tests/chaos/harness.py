@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """The chaos harness's parts: worker processes, the feeder, readers, and the truth to count against."""
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ class JoinSummary:
         return lossless
 
     def line(self) -> str:
-        return (f"[joins {self.driver}/{self.guarantee}/{self.how}] orders={self.orders} enriched missing={self.enriched_missing} "
+        return (f"[joins {self.driver}/{self.guarantee}/{self.how}] orders={self.orders} "
+                f"enriched missing={self.enriched_missing} "
                 f"duplicated={self.enriched_duplicated} wrong={self.enriched_wrong}; pairs={self.pairs_expected} "
                 f"missing={self.pairs_missing} duplicated={self.pairs_duplicated} spurious={self.pairs_spurious} "
                 f"wrong keys={self.wrong_keys}; "

@@ -35,8 +35,20 @@ from pathlib import Path
 
 from .disk import SmallDisk
 from .explain import explain
-from .harness import (STOP_BUDGET, Reader, Summary, Worker, create_topics, delete_run_topics, feed, group_lag,
-                      sigkill_rounds, table_errors, topic_ends, window_errors)
+from .harness import (
+    STOP_BUDGET,
+    Reader,
+    Summary,
+    Worker,
+    create_topics,
+    delete_run_topics,
+    feed,
+    group_lag,
+    sigkill_rounds,
+    table_errors,
+    topic_ends,
+    window_errors,
+)
 
 SCENARIOS = ("none", "kill", "outage", "freeze", "churn", "malformed", "diskfull")
 
@@ -90,7 +102,8 @@ def run(broker: str, driver: str, *, guarantee: str = "exactly_once", scenario: 
     workdir = Path(workdir or tempfile.mkdtemp(prefix="streamkit-chaos-"))
     workdir.mkdir(parents=True, exist_ok=True)
     label = {"outage": f"outage{fault_seconds:.0f}", "freeze": f"freeze{fault_seconds:.0f}",
-             "churn": f"churn{churn_seconds:.0f}"}.get(scenario, scenario) + ("-fold" if fold else "")  # as chaos-matrix.sh names them
+             "churn": f"churn{churn_seconds:.0f}"}.get(scenario, scenario)
+    label += "-fold" if fold else ""  # as chaos-matrix.sh names them
     summary = Summary(driver, guarantee, label, records)
     exact = guarantee == "exactly_once"
     started = time.monotonic()

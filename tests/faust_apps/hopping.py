@@ -26,8 +26,9 @@
 # - delta(30): Gets the value of window 30 secs before the current event. For
 # the first 20 seconds it will be 0 and after second 30 it will always be 5.
 
-from random import random
 from datetime import timedelta
+from random import random
+
 import streamkit as faust
 
 app = faust.App('windowing', broker='kafka://localhost:9092')

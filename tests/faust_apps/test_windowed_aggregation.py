@@ -5,8 +5,8 @@ import warnings
 import orjson
 import pytest
 
-from tests.faust_apps.test_windowing_examples import logged, on_memory
 from streamkit.testing import wait_for
+from tests.faust_apps.test_windowing_examples import logged, on_memory
 
 
 async def test_the_windowed_aggregation_example_sends_each_closed_window():

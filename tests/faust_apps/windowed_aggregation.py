@@ -1,8 +1,9 @@
 # Faust's examples/windowed_aggregation.py (faust-streaming 181b184, BSD 3-Clause, Copyright (c) 2017-2020
 # Robinhood Markets, Inc.), as its users run it: the import is the only line changed.
+import random
 from datetime import datetime, timedelta
 from time import time
-import random
+
 import streamkit as faust
 
 

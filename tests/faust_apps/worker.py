@@ -85,6 +85,6 @@ class AppWorker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-                raise AssertionError(f"worker did not stop within {timeout}s:\n{self.output()[-3000:]}")
+                raise AssertionError(f"worker did not stop within {timeout}s:\n{self.output()[-3000:]}") from None
         self._reader.join(5)
         return self.process.returncode

@@ -152,7 +152,7 @@ def start(where: Path) -> Iterator[SecuredKafka]:
     """Generate the PKI and properties in ``where``, format and start the broker, yield it, stop it."""
     make_pki(where)
     names = ["CONTROLLER", "INTERNAL", "SASL_SSL", "MTLS", "OAUTH"]
-    ports = dict(zip(names, free_ports(len(names))))
+    ports = dict(zip(names, free_ports(len(names)), strict=False))
     props = where / "server.properties"
     props.write_text(properties(where, ports))
     env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m", "LOG_DIR": str(where / "logs")}
@@ -173,8 +173,13 @@ def start(where: Path) -> Iterator[SecuredKafka]:
             assert broker.poll() is None, f"the secured broker exited {broker.returncode}:\n{text[-4000:]}"
             assert time.monotonic() < deadline, f"the secured broker did not start in {START_TIMEOUT} s:\n{text[-4000:]}"
             time.sleep(0.2)
-        yield SecuredKafka(sasl_ssl=f"127.0.0.1:{ports['SASL_SSL']}", mtls=f"127.0.0.1:{ports['MTLS']}",
-                           oauth=f"127.0.0.1:{ports['OAUTH']}", pki=where, pid=broker.pid)
+        yield SecuredKafka(
+            sasl_ssl=f"127.0.0.1:{ports['SASL_SSL']}",
+            mtls=f"127.0.0.1:{ports['MTLS']}",
+            oauth=f"127.0.0.1:{ports['OAUTH']}",
+            pki=where,
+            pid=broker.pid,
+        )
     finally:
         stop(broker)
         out.close()

@@ -134,7 +134,8 @@ async def test_kafka_python_interop_both_ways(broker_address, driver, unique):
     assert sorted((k, v["n"]) for k, v, _ in received) == sorted((f"k{n}", n) for n in range(200))
     for key, _, partition in received:
         assert partition == (murmur2(key.encode()) & 0x7FFFFFFF) % 4
-    assert sorted((m.key.decode(), m.value) for m in got) == sorted((f"k{n}", f'{{"echo":{n}}}'.encode()) for n in range(200))
+    want = sorted((f"k{n}", f'{{"echo":{n}}}'.encode()) for n in range(200))
+    assert sorted((m.key.decode(), m.value) for m in got) == want
 
 
 async def test_compressed_topics_round_trip(broker_address, driver, unique):

@@ -95,7 +95,8 @@ def misconfigured(tmp_path: Path, driver: str, listener_vars: dict[str, str]) ->
     assert len(lines) == 1, out.stderr[-3000:]
     # head and tail: a traceback's first lines say which task raised it (asyncio's "Task
     # exception was never retrieved" header was cut off once, with only the tail kept)
-    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) < 20, out.stderr[:3000] + "\n...\n" + out.stderr[-3000:]
+    assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) < 20, (
+        out.stderr[:3000] + "\n...\n" + out.stderr[-3000:])
     no_secret(out.stdout + out.stderr)
     # a retry loop would take broker_connect_timeout (20 s); a starved machine took 11.5 s without one
     assert took < 15, f"took {took:.1f} s: {lines[0]}"

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Driver contract on a real broker: produce, end offsets, commit/committed, seek, pause."""
 import pytest
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_worker(broker, driver, unique, log_path, **extra_env):
-    env = {**os.environ, "STREAMKIT_WEB_ENABLED": "false", **extra_env, "STREAMKIT_BROKER": broker, "STREAMKIT_DRIVER": driver, "PIPE_APP_ID": f"proc-{unique}",
+    env = {**os.environ, "STREAMKIT_WEB_ENABLED": "false", **extra_env, "STREAMKIT_BROKER": broker,
+           "STREAMKIT_DRIVER": driver, "PIPE_APP_ID": f"proc-{unique}",
            "PIPE_IN": f"proc-in-{unique}", "PIPE_OUT": f"proc-out-{unique}", "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, "-m", "streamkit", "worker", "-A", "tests.apps.pipeline:app", "-l", "info"],
                             cwd=ROOT, env=env, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)

@@ -20,7 +20,7 @@ def assignment_times(log_path):
     return times
 
 
-def test_a_taken_web_port_exits_before_the_group_rebalances(broker_address, driver, unique, workers, tmp_path):
+def test_a_taken_web_port_exits_before_the_group_rebalances(broker_address, driver, unique, workers, tmp_path):  # noqa: F811 - the pytest fixture imported above
     create_topics(broker_address, unique)
     port = free_port()
     a_log = tmp_path / "a.log"

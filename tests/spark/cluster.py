@@ -63,8 +63,9 @@ def standalone_cluster(workers: int = 2, *, timeout: float = 90.0) -> Iterator[s
             dead = [p.args[1] for p in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 logs = "\n".join(f"{f.name}:\n{f.read_text()[-2000:]}" for f in sorted(work.glob("*.log")))
-                raise RuntimeError(f"the Spark cluster did not come up ({'exited: ' + ', '.join(dead) if dead else 'timeout'})"
-                                   f"\n{logs}")
+                raise RuntimeError(
+                    f"the Spark cluster did not come up ({'exited: ' + ', '.join(dead) if dead else 'timeout'})\n{logs}"
+                )
             time.sleep(0.5)
         yield master
     finally:

@@ -1,6 +1,8 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """An agent that keeps crashing outside a record: restarted with a growing backoff, then failed
 (one line, /ready 503 naming it, a metric, exit 1 when the worker stops; its other agents go on)
-instead of looping while the worker says it is healthy; ``streamkit topology`` refuses an app whose agent cannot start, in one line, exit 2."""
+instead of looping while the worker says it is healthy; ``streamkit topology`` refuses an app
+whose agent cannot start, in one line, exit 2."""
 import asyncio
 import logging
 import os
@@ -31,7 +33,7 @@ def crashing_agent(app, starts):
     async def doomed(stream):
         starts.append(asyncio.get_running_loop().time())
         raise AttributeError("'Derived' object has no attribute 'nope'")
-        async for _ in stream:  # noqa: unreachable: what makes it an agent over the stream
+        async for _ in stream:  # unreachable: what makes it an agent over the stream
             pass
 
     return doomed
@@ -58,8 +60,8 @@ async def test_restarts_back_off_then_the_agent_fails_and_the_worker_is_not_read
         assert app.runtime.fatal is None
         assert all(task.done() for task in doomed._tasks), "a failed agent is not run again"
         assert len(starts) == 4  # the first run and agent_max_restarts restarts
-        gaps = [b - a for a, b in zip(starts, starts[1:])]
-        assert all(gap >= want for gap, want in zip(gaps, (0.1, 0.2, 0.4))), gaps
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert all(gap >= want for gap, want in zip(gaps, (0.1, 0.2, 0.4), strict=False)), gaps
         async with session.get(f"http://127.0.0.1:{port}/ready") as resp:
             status, body = resp.status, await resp.json()
         assert status == 503 and body["ready"] is False

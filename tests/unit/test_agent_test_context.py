@@ -23,7 +23,7 @@ async def test_yields_reach_topics_agents_and_callables_given_as_sinks(monkeypat
 
     @app.agent()
     async def audit(stream):
-        async for value in stream:
+        async for _value in stream:
             pass
 
     async def remember(value):

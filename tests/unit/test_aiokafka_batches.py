@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """The aiokafka producer's batched untracked sends: placed as Kafka's partitioner places them,
 handed to aiokafka in order per partition, after linger or once full, all of them at a flush,
 none of an aborted transaction, and a failed hand-over or delivery fails the next flush."""
@@ -10,7 +11,6 @@ import pytest
 from aiokafka.structs import RecordMetadata, TopicPartition
 
 from streamkit.errors import TransactionAborted
-
 from streamkit.transport import aiokafka_batches
 from streamkit.transport.aiokafka_batches import BatchedSends
 from streamkit.transport.partitioner import partition_for_key

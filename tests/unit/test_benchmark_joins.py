@@ -130,7 +130,8 @@ def test_a_subset_runs_only_the_joins_named(bench):
 def test_the_performance_targets_ratios_state_vs_stateless_tail_latency_and_recovery_vs_ceiling(bench):
     """The ratios issue 18's targets name, printed by the same run (not only the peer ratios)."""
     ok = {"ok_runs": 3}
-    summary = {"streamkit-confluent": {**ok, "median_rps": 100.0}, "streamkit-confluent-stateful": {**ok, "median_rps": 85.0},
+    summary = {"streamkit-confluent": {**ok, "median_rps": 100.0},
+               "streamkit-confluent-stateful": {**ok, "median_rps": 85.0},
                "streamkit-aiokafka": {**ok, "median_rps": 50.0}}
     extras = {"latency-aiokafka": {**ok, "rate": 1000, "median_p50_ms": 2.0, "median_p99_ms": 9.0,
                                    "median_p999_ms": 15.0, "median_max_ms": 40.0},

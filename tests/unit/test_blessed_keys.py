@@ -64,7 +64,11 @@ def test_faust_written_polymorphic_records_decode_into_their_classes(value_type)
 
 
 def test_streamkit_writes_the_json_faust_writes():
-    for encode in (codec_for(Drawing).encode, faust.Record.dumps, lambda r: orjson.dumps(r.to_representation(), default=str)):
+    for encode in (
+        codec_for(Drawing).encode,
+        faust.Record.dumps,
+        lambda r: orjson.dumps(r.to_representation(), default=str),
+    ):
         assert orjson.loads(encode(DRAWING)) == orjson.loads(FAUST_BYTES)
     assert Drawing.loads(DRAWING.dumps()) == DRAWING
 
@@ -100,6 +104,7 @@ def test_abstract_records_cannot_be_built_and_need_a_blessed_key():
 
 def test_a_namespace_belongs_to_one_class():
     with pytest.raises(TypeError, match="'geo.Circle' is taken.*own namespace="):
+
         class Other(faust.Record, namespace="geo.Circle"):
             r: float
 

@@ -1,11 +1,12 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Capability probes answer yes, no or unknown; unknown never passes for a missing feature."""
 from __future__ import annotations
 
 import pytest
 
 from streamkit.testing import capabilities as probes
-from streamkit.testing.capabilities import Capabilities, ProbeInconclusive
 from streamkit.testing import pytest_plugin
+from streamkit.testing.capabilities import Capabilities, ProbeInconclusive
 from streamkit.testing.pytest_plugin import require_capability
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Which client reads changelogs (restores, standbys, global tables) on each driver.
 
 aiokafka's fetch parsing bounded its restores at ~0.35 of librdkafka's raw consume rate; the

@@ -9,7 +9,7 @@ baseOffset: 0 lastOffset: 751 count: 752 baseSequence: 0 lastSequence: 751 produ
 baseOffset: 752 lastOffset: 752 count: 1 baseSequence: 0 lastSequence: 0 producerId: 7 producerEpoch: 2 partitionLeaderEpoch: 0 isTransactional: true isControl: false deleteHorizonMs: OptionalLong.empty position: 71 CreateTime: 1795762075063 size: 70 magic: 2 compresscodec: none crc: 1414207646 isvalid: true
 | offset: 752 CreateTime: 1795762075063 keySize: 4 valueSize: 4 sequence: 0 headerKeys: [] key: k1 payload: 5000
 baseOffset: 753 lastOffset: 753 count: 1 baseSequence: -1 lastSequence: -1 producerId: 7 producerEpoch: 2 partitionLeaderEpoch: 0 isTransactional: true isControl: true deleteHorizonMs: OptionalLong.empty position: 141 CreateTime: 1795762075064 size: 78 magic: 2 compresscodec: none crc: 1 isvalid: true
-"""
+"""  # noqa: E501 - verbatim kafka-dump-log output
 
 
 class Message:

@@ -72,7 +72,8 @@ async def test_replay_applies_a_block_only_when_the_committed_offsets_reached_it
     """Opening mark, a committed block, an uncommitted one, a block no mark ended: only the
     first is applied; the keys of the others are left for the repair."""
     broker, driver = memory_driver()
-    log = [(MARK_KEY, OPENING_MARK, MARK_HEADERS), (b"a", b"1", None), mark({"in": 10}), (b"a", b"2", None), (b"b", b"1", None),
+    log = [(MARK_KEY, OPENING_MARK, MARK_HEADERS), (b"a", b"1", None), mark({"in": 10}), (b"a", b"2", None),
+           (b"b", b"1", None),
            mark({"in": 20}), (b"c", b"1", None)]
     for key, value, headers in log:
         broker.append("t-changelog", key, value, 0, headers, None)

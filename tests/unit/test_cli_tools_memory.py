@@ -1,7 +1,6 @@
 """consume, topics describe/delete, groups and dlq replay on the memory broker (click's runner)."""
 from __future__ import annotations
 
-import asyncio
 import sys
 import uuid
 
@@ -141,7 +140,7 @@ def test_every_topics_subcommand_has_help():
 
 def test_groups_shows_the_apps_committed_offsets_ends_and_lag(app_module):
     topic = f"{app_module}-orders"
-    for offset in range(3):
+    for _offset in range(3):
         append(app_module, topic, None, b"{}", 0)
     append(app_module, topic, None, b"{}", 1)
     MemoryBroker.named(app_module).committed[app_module] = {TP(topic, 0): 1}

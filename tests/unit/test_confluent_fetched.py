@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """librdkafka's fetched batches cut per partition: order kept, runs of one partition joined,
 error events dropped, logged or raised as before."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """The librdkafka producer's flush waits for the records sent before it, not for an empty queue.
 
 librdkafka's own flush waits until nothing is queued, which sends racing it keep from coming:

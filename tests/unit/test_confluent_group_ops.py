@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """The confluent consumer runs group operations (pause, resume, seek, commit) on its fetch thread,
 in the order they were asked, whether they run after a fetch or inline while a rebalance
 callback blocks that thread. A pause queued behind a fetch and a resume asked inline during

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """A librdkafka transactional call that never returns is given up, so the unit is replaced.
 
 librdkafka's ``send_offsets_to_transaction`` can block past its own timeout for good when the

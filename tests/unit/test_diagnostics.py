@@ -73,8 +73,8 @@ def test_dump_follows_a_task_down_to_the_innermost_await() -> None:
 def test_a_running_workers_dump_says_what_gates_its_records(tmp_path) -> None:
     import streamkit as sk
     from streamkit.runtime.diagnostics import flow_state
-    from streamkit.transport import TP
     from streamkit.testing import wait_for
+    from streamkit.transport import TP
 
     app = sk.App("diag-flow", broker="memory://diag-flow", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path))

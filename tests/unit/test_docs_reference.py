@@ -25,7 +25,7 @@ def test_every_setting_has_its_section_with_type_default_environment_and_text():
     page = reference.settings_page()
     fields = [f.name for f in dataclasses.fields(Settings)]
     assert re.findall(r"^## `(\w+)` \{#\1\}$", page, re.M) == fields
-    sections = dict(zip(fields, re.split(r"^## `\w+` \{#\w+\}$", page, flags=re.M)[1:]))
+    sections = dict(zip(fields, re.split(r"^## `\w+` \{#\w+\}$", page, flags=re.M)[1:], strict=True))
     for name, section in sections.items():
         assert f"**environment** `STREAMKIT_{name.upper()}`" in section, name
         assert "**type** `" in section and "**default** `" in section, name

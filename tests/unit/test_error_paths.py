@@ -55,7 +55,8 @@ def test_send_refuses_a_value_before_connecting(app_module, value, expected):
 
 
 @pytest.mark.parametrize("topic, value, expected", [
-    ("blobs", "42", "streamkit: value 42 cannot go to 'blobs' (raw values): raw codec needs bytes, got int; pass a JSON string"),
+    ("blobs", "42",
+     "streamkit: value 42 cannot go to 'blobs' (raw values): raw codec needs bytes, got int; pass a JSON string"),
 ])
 def test_send_of_a_value_a_bytes_or_str_topic_cannot_take_is_one_line(app_module, topic, value, expected):
     out = invoke("send", "-A", app_module, topic, "--value", value)

@@ -100,7 +100,7 @@ async def test_abort_mid_checkpoint_hides_output_restores_table_and_reprocesses_
             unit.commit_transaction = broken_commit
         with pytest.raises(sk.TransactionAborted):
             await runtime.checkpoint.commit()
-        for unit, original in zip(victims, originals):
+        for unit, original in zip(victims, originals, strict=False):
             unit.commit_transaction = original
         assert runtime.checkpoint.aborts >= 1
         # Nothing of the rolled-back transaction is visible; the table is back at its committed state.

@@ -14,10 +14,11 @@ import pytest
 
 import streamkit as faust  # as a Faust app would import it
 from streamkit.errors import ConfigurationError
-from streamkit.faust_settings import FAUST_SETTINGS as ALL_FAUST_SETTINGS, ONLY, REFUSED, RENAMED, TIMING
-from tests.helpers import collected
+from streamkit.faust_settings import FAUST_SETTINGS as ALL_FAUST_SETTINGS
+from streamkit.faust_settings import ONLY, REFUSED, RENAMED, TIMING
 from streamkit.settings import Settings
 from streamkit.testing import wait_for
+from tests.helpers import collected
 
 FAUST_SETTINGS = sorted(ALL_FAUST_SETTINGS)  # faust-streaming 0.11's, kept in faust_settings.py
 FIELDS = {f.name for f in dataclasses.fields(Settings)}
@@ -152,7 +153,8 @@ async def test_logging_config_and_loghandlers_apply_when_the_worker_starts():
             records.append(record)
 
     handler = Keep()
-    config = {"version": 1, "incremental": True, "loggers": {"streamkit.faust-test": {"level": "INFO"}}}  # keeps pytest's handlers
+    # incremental: keeps pytest's handlers
+    config = {"version": 1, "incremental": True, "loggers": {"streamkit.faust-test": {"level": "INFO"}}}
     app = memory_app(logging_config=config, loghandlers=[handler])
     try:
         async with app.running():

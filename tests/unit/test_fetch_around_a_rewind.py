@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Records fetched while other partitions are rewound are delivered, not dropped.
 
 The consume loop dropped every batch of a fetch that returned after a rewind began, because
@@ -8,10 +9,9 @@ batch of another one; the Kafka chaos matrix, aiokafka, outage120: 33 outputs mi
 """
 from __future__ import annotations
 
-
 from streamkit.testing import wait_for
-from tests.helpers import memory_number_taker
 from streamkit.transport import TP
+from tests.helpers import memory_number_taker
 
 
 async def test_a_batch_of_a_partition_not_rewound_is_delivered_when_its_fetch_returns_after_a_rewind(tmp_path):

@@ -3,9 +3,8 @@ never revoked and keep being processed, and exactly-once stays exact. The protoc
 follows the topology (co-partitioned topics sharing tables need range semantics)."""
 from __future__ import annotations
 
-from typing import Any
-
 import uuid
+from typing import Any
 
 import pytest
 

@@ -64,10 +64,10 @@ def window_truth(records, before, after, grace, how):
     rights = [r for r in kept if r[0] == 1]
     out = Counter()
     paired = set()
-    for l, r in itertools.product(lefts, rights):
-        if l[1] == r[1] and -before <= r[2] - l[2] <= after:
-            out[(l[1], l[3], r[3])] += 1
-            paired.update((l[3], r[3]))
+    for left, r in itertools.product(lefts, rights):
+        if left[1] == r[1] and -before <= r[2] - left[2] <= after:
+            out[(left[1], left[3], r[3])] += 1
+            paired.update((left[3], r[3]))
     if how in ("left", "outer"):
         for _, key, ts, ident in lefts:
             if ident not in paired and stream_time[PARTITION[key]] > ts + after + grace:
@@ -242,7 +242,7 @@ def test_table_joins_match_a_recomputation_in_reads_and_in_what_they_materialise
             checkpoint(*tables)  # declared order: the sides first, as the checkpoint does
             saved = ({k: dict(v) for k, v in model[0].items()}, {k: dict(v) for k, v in model[1].items()})
             done = i
-        expected = {k: (l, r) for k, (l, r) in truth(*model).items()}
+        expected = {k: (left, r) for k, (left, r) in truth(*model).items()}
         assert {k: v for k, v in joined.items()} == expected
         for k in KEYS:
             assert joined.get(k) == expected.get(k)

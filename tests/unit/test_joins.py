@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Joins as users write them (defaults as they are: no partitions=, default commit interval),
 run as deployed on the test driver: stream-table (by key, on= a field with a repartition, as of
 the record's time), stream-GlobalTable, table-table, windowed stream-stream; co-partitioning

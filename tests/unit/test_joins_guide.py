@@ -61,5 +61,6 @@ def test_the_guides_topology_picture_is_what_the_command_prints():
     done = subprocess.run([str(Path(sys.executable).with_name("streamkit")), *argv[1:]], cwd=ROOT / "examples",
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    picture = re.search(r"```bash\nstreamkit topology [^\n]*\n```.*?```mermaid\n(.*?)```", GUIDE, re.S).group(1)  # the one it prints
+    # the picture it prints: the mermaid block after the command
+    picture = re.search(r"```bash\nstreamkit topology [^\n]*\n```.*?```mermaid\n(.*?)```", GUIDE, re.S).group(1)
     assert done.stdout.strip() == picture.strip()

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Partitions lost with the group session are dropped without a checkpoint (at-least-once).
 
 A worker whose session expired (a broker outage, a frozen process) had its partitions revoked

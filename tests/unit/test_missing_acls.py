@@ -64,7 +64,8 @@ async def test_topics_the_principal_may_not_create_are_named():
     specs = [TopicSpec("orders", 1, 1, {}), TopicSpec("orders-dlq", 1, 1, {})]
     with pytest.raises(sk.ConfigurationError) as caught:
         await ensure_topics(RefusingDriver(), "127.0.0.1:9092", specs, {}, 5.0)
-    assert str(caught.value) == f"cannot create orders, orders-dlq: the broker refused User:alice access to topic 'orders' {FIX}"
+    assert str(caught.value) == (f"cannot create orders, orders-dlq: the broker refused User:alice access "
+                                  f"to topic 'orders' {FIX}")
 
 
 async def test_a_consumer_refused_its_group_halts_the_worker_with_the_fix(tmp_path):

@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import orjson
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import streamkit as sk
 from streamkit.codecs import KeyCodec, RawCodec, StrCodec, codec_for

@@ -47,7 +47,7 @@ async def test_a_trace_follows_a_record_through_two_agents_and_their_sends():
     assert {"send in", "process in", "send mid", "process mid", "send out"} <= set(spans)
     assert len({s.context.trace_id for s in spans.values()}) == 1  # one trace, across the topics
     chain = ["send in", "process in", "send mid", "process mid", "send out"]
-    for parent, child in zip(chain, chain[1:]):
+    for parent, child in zip(chain, chain[1:], strict=False):
         assert spans[child].parent.span_id == spans[parent].context.span_id, (child, parent)
     assert spans["process mid"].kind == SpanKind.CONSUMER and spans["send mid"].kind == SpanKind.PRODUCER
     assert spans["process mid"].attributes["streamkit.agent"] == "second"

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Rebalance callbacks are handled one at a time, and a partition assigned meanwhile is read
 only once its assignment is handled.
 
@@ -13,8 +14,8 @@ from __future__ import annotations
 import asyncio
 
 from streamkit.testing import wait_for
-from tests.helpers import memory_number_taker
 from streamkit.transport import TP
+from tests.helpers import memory_number_taker
 
 
 async def test_an_assignment_handled_while_a_revocation_runs_keeps_its_partitions(tmp_path):

@@ -107,4 +107,6 @@ async def test_streamkit_tables_says_a_pattern_decides_the_partitions(tmp_path):
             pass
 
     [count] = (await table_partitions(app)).values()
-    assert partitions_text(count, 8) == "decided at start from the topics matching 'orders-.*' (their count on the broker)"
+    assert (
+        partitions_text(count, 8) == "decided at start from the topics matching 'orders-.*' (their count on the broker)"
+    )

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Recovery is per partition: a small table partition serves while a big one still restores,
 and a rebalance does not re-read partitions that finished."""
 from __future__ import annotations
@@ -50,7 +51,7 @@ async def test_small_partitions_process_while_a_big_one_restores(tmp_path, monke
                 for key in keys:
                     await words.send(key=key, value="x")
                 total = len(seen) + len(keys)
-                await wait_for(lambda: len(seen) == total, 10)
+                await wait_for(lambda: len(seen) == total, 10)  # noqa: B023 - called within this same iteration
                 await app.runtime.checkpoint.commit()  # one changelog record per key per round
     changelog = f"{name}-counts-changelog"
     big_tp = TP(changelog, big)
@@ -99,7 +100,7 @@ async def replay_fixture(name, records_per_partition):
     await producer.start()
     tps = [TP(f"{name}-changelog", p) for p in range(len(records_per_partition))]
     broker.create_topic(tps[0].topic, len(tps))
-    for tp, count in zip(tps, records_per_partition):
+    for tp, count in zip(tps, records_per_partition, strict=False):
         for i in range(count):
             await producer.send(tp.topic, f"k{i}".encode(), b"1", partition=tp.partition)
     await producer.flush()

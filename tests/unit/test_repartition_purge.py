@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Repartition topics keep records of any age until processed, then the worker purges them.
 
 A ``group_by`` record keeps its timestamp; under Kafka's default 7-day time retention a replay of

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import orjson
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamkit.tables.marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks
 from streamkit.tables.recovery import _apply, _apply_one_by_one
@@ -52,7 +53,7 @@ def restore(messages: list[Message], cuts: list[int], use_blocks: bool, marked: 
     bounds = sorted({0, len(messages), *(c % (len(messages) + 1) for c in cuts)})
 
     async def run() -> None:
-        for start, end in zip(bounds, bounds[1:]):
+        for start, end in zip(bounds, bounds[1:], strict=False):
             columns = Columns.of(messages[start:end])
             if bulk:
                 await _apply(store, CHANGELOG, columns, None, None, blocks)

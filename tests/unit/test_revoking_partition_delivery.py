@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """A partition being revoked delivers nothing more until it is released.
 
 A client may hand out records of a partition while its revocation runs (aiokafka's fetcher did,

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Secrets never show (repr, str, asdict, logs); security_protocol is validated; TLS asked is kept."""
 from __future__ import annotations
 

@@ -130,7 +130,9 @@ async def test_a_sensor_hears_messages_events_tables_sends_commits_rebalances_an
     assert recorder.of("rebalanced") == [("rebalanced", "rebalance")]
     assert recorder.of("web") == [("web", "/hello", 200, "hello")]
     # the broken sensor failed on every event, logged once, and nothing else noticed
-    assert app.sensors.failures >= 2 and len([r for r in caplog.records if "sensor Broken failed" in r.message]) == 1, [r.message for r in caplog.records]
+    assert app.sensors.failures >= 2 and len([r for r in caplog.records if "sensor Broken failed" in r.message]) == 1, [
+        r.message for r in caplog.records
+    ]
     assert stats["events_total"] == 2 and stats["messages_received_by_topic"] == {"words": 2}
     assert stats["tables"]["counts"]["keys_deleted"] == 1 and stats["messages_sent_by_topic"]["shouted"] == 2
     assert monitor.asdict()["rebalances"] == 1
@@ -144,7 +146,7 @@ async def test_a_failed_delivery_reaches_on_send_error():
     async with app.running():
         MemoryBroker.named(app.conf.broker.split("://", 1)[1]).faults.fail_sends = 1
         future = await out.send(value="lost")
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - any failure: the sensor hook after it is under test
             await future
     assert recorder.of("send_error") == [("send_error", "out", "InjectedFault")]
 

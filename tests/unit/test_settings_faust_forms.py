@@ -30,7 +30,9 @@ def test_the_confluent_scheme_picks_the_confluent_driver_unless_driver_is_set():
 
 def test_typos_are_refused_with_a_suggestion():
     app = sk.App("typos")
-    with pytest.raises(sk.ConfigurationError, match=r"unknown setting 'comit_interval' \(did you mean 'commit_interval'\?\)"):
+    with pytest.raises(
+        sk.ConfigurationError, match=r"unknown setting 'comit_interval' \(did you mean 'commit_interval'\?\)"
+    ):
         app.conf.comit_interval = 2.0
     with pytest.raises(sk.ConfigurationError, match=r"did you mean 'table_standby_replicas'"):
         sk.App("typos2", table_standby_replica=1)
@@ -61,8 +63,12 @@ async def test_conf_set_after_the_table_applies_and_is_fixed_while_running(tmp_p
 
 
 def test_choice_settings_are_typed_and_strings_still_work():
-    by_enum = sk.App("enums", processing_guarantee=sk.Guarantee.EXACTLY_ONCE, driver=sk.DriverName.CONFLUENT,
-                     error_policy=sk.ErrorPolicyName.SKIP)
+    by_enum = sk.App(
+        "enums",
+        processing_guarantee=sk.Guarantee.EXACTLY_ONCE,
+        driver=sk.DriverName.CONFLUENT,
+        error_policy=sk.ErrorPolicyName.SKIP,
+    )
     by_string = sk.App("strings", processing_guarantee="exactly_once", driver="confluent", error_policy="skip")
     for conf in (by_enum.conf, by_string.conf):
         assert conf.processing_guarantee is sk.Guarantee.EXACTLY_ONCE and conf.exactly_once

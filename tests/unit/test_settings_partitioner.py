@@ -1,5 +1,7 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from streamkit import Settings

@@ -9,8 +9,16 @@ import streamkit as sk
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.types import (ArrayType, BooleanType, DoubleType, LongType, MapType, StringType,  # noqa: E402
-                               StructType, TimestampType)
+from pyspark.sql.types import (  # noqa: E402
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+)
 
 from streamkit.errors import ConfigurationError  # noqa: E402
 from streamkit.spark.rows import decoded_schema, record_struct, to_plain  # noqa: E402

@@ -152,7 +152,7 @@ async def _outputs(agent_name, values, **conf):
     events = [Event(None, v, Message("refusals-in", 0, i, None, str(v).encode(), None, None))
               for i, v in enumerate(values)]
     await drive(run, events)
-    return [int(v) for t, v in zip(run.out.topic, run.out.value) if t == "refusals-out"], run.out
+    return [int(v) for t, v in zip(run.out.topic, run.out.value, strict=False) if t == "refusals-out"], run.out
 
 
 @app.agent(source, sink=[out])

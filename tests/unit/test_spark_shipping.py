@@ -6,9 +6,9 @@ import zipfile
 from click.testing import CliRunner
 
 from streamkit.cli.main import cli
+from streamkit.errors import ConfigurationError
 from streamkit.spark.shipping import forwarded_environment, import_root, pack
 from streamkit.spark.task_errors import one_line, task_failed
-from streamkit.errors import ConfigurationError
 
 
 def test_a_module_of_a_namespace_package_ships_the_package_with_init_files(tmp_path, monkeypatch):

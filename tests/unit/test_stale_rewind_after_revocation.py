@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """A rewind scheduled while partitions are revoked does not outlive their ownership.
 
 A checkpoint rolled back during a revocation (exactly-once, aiokafka, the Kafka chaos matrix's
@@ -9,11 +10,10 @@ behind the new committed offsets: 2,572 outputs written twice, 151 table sums ov
 """
 from __future__ import annotations
 
-
 from streamkit.testing import wait_for
-from tests.helpers import memory_number_taker
 from streamkit.transport import TP
 from streamkit.transport.memory import MemoryBroker
+from tests.helpers import memory_number_taker
 
 
 async def test_a_rewind_pending_when_a_partition_is_revoked_is_not_applied_when_it_comes_back(tmp_path):

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """table_standby_replicas=N is a count: each table partition is kept warm by N workers other than
 its owner, placed the same way by every worker (membership claims, rendezvous hashing)."""
 from __future__ import annotations

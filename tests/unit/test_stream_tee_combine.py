@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """stream.tee(n) and stream.combine(*streams) inside an agent, on the memory transport: every
 branch gets every record, and a record counts as processed only once every branch took it past."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """The table's dict-API fast paths (a remembered placement, a value in the write cache) must
 behave as the general path: every check a write makes, every place a read looks."""
 import uuid
@@ -6,7 +7,8 @@ import pytest
 
 import streamkit as sk
 from streamkit.runtime.progress import Event, processing
-from streamkit.tables.table import PartitionNotLocal, WrongPartition
+from streamkit.tables.table import PartitionNotLocal
+from streamkit.tables.task_keys import WrongPartition
 from streamkit.transport.base import Message
 
 

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """A key written from a record of another partition than its own lives in that record's
 partition (its task), as Faust and Kafka Streams keep it; ``key_partitioning="strict"`` refuses."""
 import logging
@@ -8,7 +9,7 @@ import pytest
 import streamkit as sk
 from streamkit.errors import ConfigurationError
 from streamkit.runtime.progress import Event, processing
-from streamkit.tables.table import WrongPartition
+from streamkit.tables.task_keys import WrongPartition
 from streamkit.testing import wait_for
 from streamkit.transport.base import Message
 from streamkit.transport.partitioner import partition_for_key

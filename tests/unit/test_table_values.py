@@ -89,7 +89,7 @@ async def test_every_value_type_survives_store_changelog_and_recovery(tmp_path):
     name = f"types-{uuid.uuid4().hex[:6]}"
     app, tags, _, anything, done = build(name, tmp_path, "a")
     async with app.running():
-        for i, key in enumerate(VALUES):
+        for _i, key in enumerate(VALUES):
             await tags.send(key=key, value={"store": key})
         await wait_for(lambda: len(done) == len(VALUES), 10)
         await app.runtime.checkpoint.commit()
@@ -134,7 +134,7 @@ def _same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
     return a == b
@@ -226,8 +226,8 @@ async def _through_an_app(pairs: list[tuple], base: Path) -> dict[str, dict[byte
     for tag, where in (("a", "local store"), ("b", "changelog")):
         again, _, table2, _ = build(tag)
         async with again.running():
-            await wait_for(lambda: again.runtime.tables is not None and again.runtime.tables.ready
-                           and len(table2.local) == table.partitions, 10, message=f"restored from the {where}")
+            await wait_for(lambda: again.runtime.tables is not None and again.runtime.tables.ready  # noqa: B023 - called within this same iteration
+                           and len(table2.local) == table.partitions, 10, message=f"restored from the {where}")  # noqa: B023 - called within this same iteration
             out[where] = read(again, table2)
     return out
 
@@ -262,7 +262,7 @@ async def test_keys_equal_in_python_but_not_in_json_stay_apart_one_after_the_oth
 
     @app.agent(app.topic("things-in"))
     async def store(stream):
-        async for value in stream:
+        async for _value in stream:
             table[1] = "int"
             table[True] = "bool"
             table[1.0] = "float"

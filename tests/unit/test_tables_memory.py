@@ -5,8 +5,8 @@ import pytest
 
 import streamkit as sk
 from streamkit.runtime.dead_letters import HEADER_ERROR_TYPE
-from streamkit.testing import wait_for
 from streamkit.tables.marks import MARK_KEY
+from streamkit.testing import wait_for
 from streamkit.transport.memory import MemoryBroker
 
 

@@ -6,7 +6,6 @@ import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
-
 from streamkit.testing import TestDriver, VirtualClock
 from tests.faust_apps import scheduling, withdrawals, word_count
 

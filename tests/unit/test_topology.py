@@ -32,7 +32,7 @@ def build():
 
     @app.agent(app.topic("commands", partitions=3))
     async def lazy(stream):
-        async for command in stream:  # declares a group_by only once a record arrives
+        async for _command in stream:  # declares a group_by only once a record arrives
             try:
                 async for _ in stream.group_by(lambda v: v, name="too-late"):
                     break

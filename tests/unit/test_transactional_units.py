@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """TransactionalProducer.commit, unit by unit (EOS v1: one transaction per task): a task given up
 meanwhile is skipped without stopping the others; a unit that fails reports its own error while
 the next one still commits; the ids are the task's, stable across workers (so a new owner

@@ -75,7 +75,9 @@ async def test_a_claim_naming_a_foreign_address_is_not_followed(tmp_path):
             key = next(k for k in range(20) if table.partition_of(table.key_codec.encode(k)) == owned_by_b)
             foreign = f"http://127.0.0.1:{port}"
             a.runtime.membership.claims[("scores", owned_by_b)] = (time.time(), foreign)
-            status, body = await get(session, f"{base_a}/tables/scores/{key}", headers={"Authorization": "Bearer tok-42"})
+            status, body = await get(
+                session, f"{base_a}/tables/scores/{key}", headers={"Authorization": "Bearer tok-42"}
+            )
             assert status == 503 and "not the web URL of a live member" in body["error"], body
     finally:
         await runner.cleanup()

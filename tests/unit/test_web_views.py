@@ -36,7 +36,8 @@ def build(tmp_path, name=None, **settings):
 
 async def get(session, url, **kwargs):
     async with session.get(url, **kwargs) as resp:
-        return resp.status, await resp.json(content_type=None) if resp.content_type == "application/json" else await resp.text()
+        is_json = resp.content_type == "application/json"
+        return resp.status, await resp.json(content_type=None) if is_json else await resp.text()
 
 
 async def test_status_codes_metrics_and_failing_views(tmp_path):

@@ -1,3 +1,4 @@
+# ruff: noqa: SLF001 - white-box: this file reads or drives internals on purpose
 """Windowed tables as a Faust user writes them: ``app.Table(..., default=int).tumbling(10)`` and
 ``views[key] += 1`` in an agent; windows close by stream time, final values are emitted once,
 late records are counted and never merged, old windows are deleted."""
@@ -113,7 +114,7 @@ async def test_expired_windows_are_deleted_so_the_store_stays_bounded():
         for i in range(60):  # 60 windows of one key over 600 s
             await send_at(clicks, "a", 1000 + 10 * i + 1)
             if i % 10 == 9:
-                await wait_for(lambda: len(seen) == i + 1, 10, message="records counted")
+                await wait_for(lambda: len(seen) == i + 1, 10, message="records counted")  # noqa: B023 - called within this same iteration
                 await app.runtime.checkpoint.commit()
         table = app.tables["views"]
         stored = [k for part in table.local.values() for k, _ in part.store.items()]
@@ -266,7 +267,7 @@ async def test_exactly_once_a_rolled_back_checkpoint_emits_each_final_value_once
     async with app.running():
         await wait_for(lambda: len(seen) == 3, 10, message="three records counted")
         broker.faults.fail_txn_commits = 1
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - any failure: the reprocessing after it is under test
             await app.runtime.checkpoint.commit()
         await wait_for(lambda: len(seen) == 6, 10, message="the three records processed again")
         await app.runtime.checkpoint.commit()
@@ -405,8 +406,8 @@ async def test_sessions_match_a_batch_recomputation_when_disorder_stays_within_g
     """Records arrive up to 4 s out of order; with grace 5 none is late and every session's final
     value is the count of its cluster of timestamps."""
     grace = 5
-    arrival = [r for _, r in sorted(zip([ts + j for (_, ts), j in zip(records, jitter)], records),
-                                    key=lambda pair: pair[0])]
+    arrived_at = [ts + j for (_, ts), j in zip(records, jitter, strict=False)]  # jitter is the longer
+    arrival = [r for _, r in sorted(zip(arrived_at, records, strict=True), key=lambda pair: pair[0])]
     emitted, late = await run_sessions(arrival, gap, grace)
     assert emitted == session_truth(arrival, gap, grace)
     assert late == 0
@@ -500,7 +501,8 @@ def sliding_truth(records, size, grace):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(records=[("a", 0), ("a", 8), ("a", 3), ("a", 20), ("a", 40)], size=10, grace=0)
 @example(records=[("a", 0), ("a", 12), ("a", 5), ("a", 11), ("a", 10), ("a", 1), ("a", 60)], size=10, grace=30)
-@example(records=[("a", 0), ("a", 10), ("a", 21), ("a", 11), ("a", 60)], size=10, grace=15)  # a right window ends at a record
+# a right window ends at a record:
+@example(records=[("a", 0), ("a", 10), ("a", 21), ("a", 11), ("a", 60)], size=10, grace=15)
 @given(records=st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 60)), min_size=1, max_size=30),
        size=st.sampled_from([1, 5, 10, 25]), grace=st.sampled_from([0, 3, 15, 60]))
 async def test_sliding_windows_match_a_batch_recomputation(records, size, grace):

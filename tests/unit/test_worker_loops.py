@@ -88,6 +88,6 @@ async def test_a_restarted_loop_backs_off_and_a_cancelled_one_ends_quietly(caplo
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert task.cancelled()
-    gaps = [b - a for a, b in zip(runs, runs[1:])]
+    gaps = [b - a for a, b in zip(runs, runs[1:], strict=False)]
     assert gaps[-1] >= 0.035, gaps  # grew to the ceiling
     assert all("test loop" in r.getMessage() for r in caplog.records)
