@@ -5,7 +5,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SparkUnsupported
 from ..transport.security import confluent_common
 from . import rows
 from .agents import AgentTask, check_runnable, fold_processor, is_keyed
@@ -34,6 +34,7 @@ class SparkFacade:
         self.master = "local[2]"
         self.conf: dict[str, str] = {}  # Spark settings for the session this starts (--conf)
         self.py_files: list[str] = []  # sent to a cluster's executors besides the app's own package
+        self.query_inputs: dict[str, set[str]] = {}  # query name -> the topics whose offsets a handoff commits
 
     @property
     def session(self) -> "SparkSession":
@@ -158,8 +159,10 @@ class SparkFacade:
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
                                  commitGroup=self.app.id if handoff else None, **source_options)
         schema = rows.SINK_SCHEMA
+        self.query_inputs[f"{self.app.id}-{agent.name}"] = {member.name for member in agent.topic.members}
         if keyed:
-            output = self._keyed_stages(agent, source, spec, counts[agent.topic.name])
+            output = self._keyed_stages(agent, self._with_joined(agent, source, source_options), spec,
+                                        counts[agent.topic.name])
         elif agent.fold is None:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)
         else:
@@ -179,6 +182,16 @@ class SparkFacade:
         return writer.start()
 
 
+    def _with_joined(self, agent: "Agent", source: "DataFrame", options: dict[str, Any]) -> "DataFrame":
+        """The agent's records plus the changelogs of the tables it joins (spark/keyed.py): each
+        micro-batch's table changes meet the stream's records of the same key, first."""
+        from .keyed import plan
+
+        for table in plan(agent).joined:
+            changes = self.read_topic(table.changelog, streaming=True, **options)
+            source = source.unionByName(changes)
+        return source
+
     @staticmethod
     def _keyed_stages(agent: "Agent", source: "DataFrame", spec: str, partitions: int) -> "DataFrame":
         """A table agent's two stages: per key (spark/keyed.py), or per table partition when it
@@ -187,6 +200,10 @@ class SparkFacade:
         from .partitioned import HOME, HomeTask, partition_processor, staged_schema, windowed_tables
 
         if windowed_tables(agent):
+            if plan(agent).joined:
+                raise SparkUnsupported(f"agent {agent.name!r} cannot run on Spark: it joins a table and keeps a "
+                                       "windowed table, which run per key and per partition there: split it into "
+                                       "two agents (the join's output topic feeding the windowed one)")
             for table in windowed_tables(agent):
                 if table.window.close_idle_after is not None:
                     log.warning("agent %r on Spark: windowed table %r's close_idle_after applies on workers only; on "
@@ -212,8 +229,13 @@ def handoff(facade: SparkFacade, query: "StreamingQuery") -> dict | None:
     progress = [p for p in query.recentProgress if p["sources"]]
     if not progress:
         return None
-    end = progress[-1]["sources"][0]["endOffset"]
-    offsets = json.loads(end) if isinstance(end, str) else end
+    inputs = facade.query_inputs.get(query.name)
+    offsets = {}
+    for source in progress[-1]["sources"]:  # the agent's topic; not a joined table's changelog
+        end = source["endOffset"]
+        for topic, positions in (json.loads(end) if isinstance(end, str) else end).items():
+            if inputs is None or topic in inputs:
+                offsets[topic] = positions
     commit_group_offsets(client_config(facade.options()), facade.app.id, offsets)
     return offsets
 

@@ -28,6 +28,7 @@ from ..agents.agent import group_key
 from ..errors import ConfigurationError, NoRetry
 from ..runtime.progress import Event, Subscriber, processing
 from ..streams.stream import Stream
+from ..tables.marks import MARK_KEY
 from ..tables.stores import MemoryStore
 from ..tables.table import Table, TablePartition
 from ..transport.base import Message
@@ -54,17 +55,37 @@ class _PlanEnd(BaseException):
 
 
 class _PlanningStream(Stream):
-    """The stream a planning run hands the body: it notes ``group_by`` and ends the run at the
-    first record asked for."""
+    """The stream a planning run hands the body: it notes ``group_by`` and the tables it joins,
+    and ends the run at the first record asked for."""
 
     def __init__(self, agent: "Agent") -> None:
         super().__init__(Subscriber(f"spark-plan:{agent.name}", 1), topic=agent.topic)
         self.grouped: tuple[Any, ...] | None = None
+        self.joined: list[Table] = []
 
     def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
                  key_type: Any = None, value_type: Any = None) -> "Stream":
+        if self.grouped is not None:
+            raise ConfigurationError("on Spark an agent re-keys its stream once (one group_by or join on=)")
         self.grouped = (key, name, key_type)
-        raise _PlanEnd
+        return self
+
+    def join(self, table: Any, *, on: Any = None, how: str = "inner", as_of: bool = False) -> "Stream":
+        """A stream-table join: its table's changelog becomes a second input (spark/keyed.py);
+        ``on=`` re-keys the stream as the worker's join does (joins/lookup.py)."""
+        from ..joins.lookup import key_function
+        from ..joins.tables import JoinedTable
+
+        if not isinstance(table, Table) or table.is_global or table.window is not None:
+            raise _PlanEnd  # the worker's own checks (and check_runnable) say why
+        if as_of or isinstance(table, JoinedTable):
+            what = "an as-of join" if as_of else f"a join with table-table join {table.name!r}"
+            raise ConfigurationError(f"{what} is not built on Spark yet: run this agent on workers")
+        self.joined.append(table)
+        if on is not None:
+            field, _ = key_function(on)
+            self.group_by(on, name=f"{table.name}-join-{field if field.isidentifier() else 'key'}")
+        return self
 
     async def next_event(self, timeout: float | None = None) -> Event | None:
         raise _PlanEnd
@@ -72,11 +93,17 @@ class _PlanningStream(Stream):
 
 @dataclass
 class KeyedPlan:
-    """How a keyed agent runs on Spark: its re-keying (None: the record's own key) and tables."""
+    """How a keyed agent runs on Spark: its re-keying (None: the record's own key), its tables,
+    and the tables it joins (their changelogs are inputs too)."""
 
     key_of: Callable[[Any], Any] | None
     key_codec: Any
     tables: list[Table]
+    joined: list[Table]
+
+    def changelogs(self) -> dict[str, Table]:
+        """The joined tables by changelog topic name."""
+        return {table.changelog.name: table for table in self.joined}
 
 
 def tables_of(agent: "Agent") -> list[Table]:
@@ -105,13 +132,15 @@ def plan(agent: "Agent") -> KeyedPlan:
         asyncio.run(body())
     except _PlanEnd:
         pass
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: {exc}") from None
     except Exception as exc:
         raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: its body failed before its first "
                                  f"record ({type(exc).__name__}: {exc}); on Spark a group_by must be called on the "
                                  "agent's own stream (not after filter/map)") from None
     tables = tables_of(agent)
     if stream.grouped is None:
-        return KeyedPlan(None, agent.topic.key_codec, tables)
+        return KeyedPlan(None, agent.topic.key_codec, tables, stream.joined)
     key, name, key_type = stream.grouped
     field, key_fn = group_key(key, name)
     source_type = agent.topic.value_type
@@ -120,7 +149,7 @@ def plan(agent: "Agent") -> KeyedPlan:
         key_type = key_type if isinstance(key_type, type) else None
     topic = agent.app.topic(f"{agent.app.id}-{agent.name}-{name or field}-repartition", key_type=key_type,
                             value_type=source_type)
-    return KeyedPlan(key_fn, topic.key_codec, tables)
+    return KeyedPlan(key_fn, topic.key_codec, tables, stream.joined)
 
 
 class RekeyTask:
@@ -155,6 +184,8 @@ class RekeyTask:
                 run.out = type(dead)()
 
     def _rekey(self, run: AgentRun, keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if batch.num_rows and batch.column("topic")[0].as_py() in keyed.changelogs():
+            return _table_updates(keyed, batch)
         messages = messages_of(batch)
         index = {id(m): i for i, m in enumerate(messages)}
         keep: list[int] = []
@@ -172,6 +203,22 @@ class RekeyTask:
         taken = batch.take(pa.array(keep, pa.int64()))
         at = taken.schema.get_field_index("key")
         return taken.set_column(at, taken.schema.field(at), pa.array(keys, pa.binary()))
+
+
+def _table_updates(keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A joined table's changelog rows (one topic a batch), keyed as the joined stream is: the
+    table's key bytes through the stream's key codec, so both meet in one group; marks dropped."""
+    table = keyed.changelogs()[batch.column("topic")[0].as_py()]
+    keep: list[int] = []
+    keys: list[bytes | None] = []
+    for i, key_bytes in enumerate(batch.column("key").to_pylist()):
+        if key_bytes is None or key_bytes == MARK_KEY:
+            continue
+        keep.append(i)
+        keys.append(keyed.key_codec.encode(table.key_codec.decode(key_bytes)))
+    taken = batch.take(pa.array(keep, pa.int64()))
+    at = taken.schema.get_field_index("key")
+    return taken.set_column(at, taken.schema.field(at), pa.array(keys, pa.binary()))
 
 
 class _OneKeyCache(dict):
@@ -219,6 +266,12 @@ class _KeyedStream(Stream):
     def group_by(self, key: Any, **options: Any) -> "Stream":
         return self
 
+    def join(self, table: Any, *, on: Any = None, how: str = "inner", as_of: bool = False) -> Any:
+        """The worker's lookups, by the record's key: the stream is keyed by ``on`` already."""
+        from ..joins.lookup import stream_table_join
+
+        return stream_table_join(self, table, on=None, how=how, as_of=as_of)
+
 
 def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
     """Stage two: a StatefulProcessor running the agent over each key's records, its tables
@@ -236,17 +289,22 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 self.plan = plan(self.run.agent)
             except Exception as exc:
                 raise task_failed(agent_name, BEFORE_ANY_RECORD, exc) from exc
-            self.states = {t.name: handle.getValueState(f"table-{t.name}", state_schema) for t in self.plan.tables}
+            self.tables = {t.name: t for t in [*self.plan.tables, *self.plan.joined]}
+            self.updates = {name: t.name for name, t in self.plan.changelogs().items()}
+            self.states = {name: handle.getValueState(f"table-{name}", state_schema) for name in self.tables}
             self.loop = asyncio.new_event_loop()
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             run = self.run
             run.out = type(run.out)()
             ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
-            records = [r for r in ordered if r["partition"] != DEAD]
+            records = [r for r in ordered if r["partition"] != DEAD and r["topic"] not in self.updates]
             for r in ordered:
                 if r["partition"] == DEAD:
                     run.out.add(r["topic"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or ()])
+                elif r["topic"] in self.updates:  # a joined table's changes of this micro-batch come first
+                    state = self.states[self.updates[r["topic"]]]
+                    state.update((r["value"],)) if r["value"] is not None else state.clear()
             if records:
                 try:
                     self._process(records)
@@ -262,10 +320,12 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             key_bytes = records[0]["key"] or b""
             home = partition_for_key(key_bytes, partitions)
             new_key = self.plan.key_codec.decode(key_bytes)
-            for table in self.plan.tables:
+            entries = {}  # each table's own key bytes for the key
+            for table in self.tables.values():
                 state = self.states[table.name]
-                part = TablePartition(home, _OneKeyStore(table, key_bytes, state.get()[0] if state.exists() else None))
-                part.cache, part.ready = _OneKeyCache(table, key_bytes), True
+                entry = entries[table.name] = table.key_codec.encode(new_key) or b""
+                part = TablePartition(home, _OneKeyStore(table, entry, state.get()[0] if state.exists() else None))
+                part.cache, part.ready = _OneKeyCache(table, entry), True
                 table.partitions, table.local = partitions, {home: part}
             decode = agent.topic.value_codec.decode
             events = []
@@ -280,13 +340,14 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                     run.failed("decode", message, exc)
             if events:
                 self.loop.run_until_complete(drive(run, events, stream_type=_KeyedStream, body=agent.source_fun))
-            for table in self.plan.tables:
+            for table in self.tables.values():
                 change = table.take_changes().get(home, {})
-                if key_bytes in change:
-                    value = change[key_bytes]
+                entry = entries[table.name]
+                if entry in change:
+                    value = change[entry]
                     state = self.states[table.name]
                     state.update((value,)) if value is not None else state.clear()
-                    run.out.add(table.changelog.name, key_bytes, value, partition=home)
+                    run.out.add(table.changelog.name, entry, value, partition=home)
                 table.local = {}
 
         def close(self) -> None:

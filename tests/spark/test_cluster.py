@@ -195,3 +195,100 @@ def test_a_faust_style_table_agent_runs_on_the_cluster_and_a_worker_continues(cl
     finally:
         worker.terminate()
         worker.wait(60)
+
+
+T0 = 1_700_000_000_000  # ms
+
+
+def pipeline_inputs(broker_address, name, *, users=True, payments=True):
+    """Users (u7 has no profile: a left join's None) and payments 0.5 s apart, keyed by id; then a
+    lone payment a partition (exact ends on the dev broker too). Returns the payments' count."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker_address, "partitioner": "murmur2_random"})
+    for u in range(7 if users else 0):
+        producer.produce(f"{name}-users", key=f"u{u}".encode(), value=orjson.dumps({"id": f"u{u}", "country": f"c{u % 3}"}))
+        producer.flush(30)  # one batch each: the dev broker's end offsets are exact then
+    pays = [(f"pay{i}", f"u{i % 8}", float(i % 10), T0 + i * 500 - (20_000 if i % 17 == 16 else 0))
+            for i in range(300)]
+    pays += [(f"tail{p}", "u0", 1.0, T0 + 300 * 500) for p in range(4)]
+    for i, (pid, user, amount, at) in enumerate(pays if payments else ()):
+        producer.produce(f"{name}-payments", key=pid.encode(), timestamp=at, partition=i - 300 if i >= 300 else -1,
+                         value=orjson.dumps({"id": pid, "user": user, "amount": amount}))
+        if i >= 299:
+            producer.flush(30)
+    return len(pays)
+
+
+def run_pipeline_worker(broker_address, name, count):
+    """The pipeline on a worker (in this process): profiles first, then the payments, until every
+    agent committed everything."""
+    import asyncio
+    import importlib
+
+    from streamkit.testing.helpers import wait_for
+
+    os.environ["PIPELINE_APP"] = name
+    os.environ["STREAMKIT_BROKER"] = f"kafka://{broker_address}"
+    try:
+        module = importlib.reload(importlib.import_module("tests.apps.spark_pipeline"))
+    finally:
+        del os.environ["PIPELINE_APP"], os.environ["STREAMKIT_BROKER"]
+    app = module.app
+
+    def committed(prefix):
+        return sum(o for tp, o in app.runtime.checkpoint.committed.items() if tp.topic.startswith(prefix))
+
+    async def go():
+        await app.ensure_topics()
+        async with app.running():
+            await asyncio.to_thread(pipeline_inputs, broker_address, name, payments=False)
+            await wait_for(lambda: committed(f"{name}-users") >= 7, 60, message="profiles loaded")
+            assert await asyncio.to_thread(pipeline_inputs, broker_address, name, users=False) == count
+            await wait_for(lambda: min(committed(f"{name}-payments"), committed(f"{name}-total_by_user"),  # repartitions
+                                       committed(f"{name}-enrich")) >= count, 90, message="payments processed")
+    asyncio.run(go())
+
+
+def test_the_faust_style_pipeline_on_the_cluster_equals_the_worker(cluster, broker_address, tmp_path):
+    """Profiles in a table, totals after group_by, a tumbling count with .final() and a
+    stream-table join, via ``streamkit spark --master spark://...``: outputs, finals and
+    changelogs equal the worker's on the same input."""
+    on_spark, on_worker = f"pipe-s-{uuid.uuid4().hex[:6]}", f"pipe-w-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "STREAMKIT_BROKER": f"kafka://{broker_address}", "PIPELINE_APP": on_spark}
+    env.pop("PYTHONPATH", None)
+    created = run([sys.executable, "-c", "import asyncio\nfrom tests.apps.spark_pipeline import app\n"
+                   "asyncio.run(app.ensure_topics())"], cwd=ROOT, env=env, timeout=60)
+    assert created.returncode == 0, created.stderr[-2000:]
+    count = pipeline_inputs(broker_address, on_spark)
+    done = run([STREAMKIT, "spark", "-A", "tests.apps.spark_pipeline:app", "keep_profiles", "total_by_user",
+                "count_per_minute", "enrich", "--checkpoint", str(tmp_path / "ckpt"), "--available-now",
+                "--master", cluster, "--conf", f"spark.executorEnv.PIPELINE_APP={on_spark}"], cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert f"enrich: {count + 7} records" in done.stdout, done.stdout  # the payments and the profiles' changes
+    run_pipeline_worker(broker_address, on_worker, count)
+
+    def records(name, topic, changelog=False):
+        found = read_topic(broker_address, f"{name}-{topic}", timeout=60, to_end=True, isolation="read_uncommitted")
+        if changelog:
+            return latest_by_partition(found)
+        return Counter((m.partition(), m.key(), m.value()) for m in found)
+
+    enriched = records(on_spark, "enriched")
+    assert sum(enriched.values()) == count and any(b'"country":null' in v for _, _, v in enriched)
+    assert enriched == records(on_worker, "enriched")
+    finals = records(on_spark, "minutes")
+    assert finals and finals == records(on_worker, "minutes")
+    for table in ("profiles", "totals", "per_minute"):
+        state = records(on_spark, f"{table}-changelog", changelog=True)
+        assert state and state == records(on_worker, f"{table}-changelog", changelog=True), table
+
+
+def latest_by_partition(messages):
+    from streamkit.tables.marks import MARK_KEY
+
+    out = {}
+    for m in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+        if m.key() != MARK_KEY:
+            out[(m.partition(), m.key())] = m.value()
+    return {k: v for k, v in out.items() if v is not None}

@@ -191,3 +191,36 @@ def test_several_agents_at_once_need_available_now():
                                     "--checkpoint", "/tmp/streamkit-never-written"])
     assert done.exit_code == 2, done.output
     assert "several agents need --available-now" in done.output and "Traceback" not in done.output
+
+
+def test_a_stream_table_join_plans_its_table_as_an_input_and_an_as_of_join_is_refused():
+    """``stream.join(table, on=...)`` on Spark: the stream re-keyed by ``on`` (as the worker's
+    repartition) and the table's changelog read beside it (spark/keyed.py)."""
+    from datetime import timedelta
+
+    from streamkit.spark.keyed import plan
+
+    class Order(sk.Record):
+        id: str
+        customer: str
+
+    orders = app.topic("refusals-orders", key_type=str, value_type=Order)
+    customers = app.Table("customers-r")
+    prices = app.Table("prices-r", history=timedelta(hours=1))
+
+    @app.agent(orders, sink=[out], name="enriching")
+    async def enriching(stream):
+        async for order, customer in stream.join(customers, on=Order.customer, how="left"):
+            yield len(customer or "")
+
+    @app.agent(orders, sink=[out], name="as_of")
+    async def as_of(stream):
+        async for order, price in stream.join(prices, as_of=True):
+            yield price
+
+    check_runnable(enriching)
+    planned = plan(enriching)
+    assert [t.name for t in planned.joined] == ["customers-r"] and planned.key_of(Order("o1", "c9")) == "c9"
+    assert list(planned.changelogs()) == [customers.changelog.name]
+    with pytest.raises(sk.ConfigurationError, match="'as_of' cannot run on Spark: an as-of join is not built"):
+        plan(as_of)
