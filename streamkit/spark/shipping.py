@@ -116,6 +116,9 @@ def pack(root: Path, targets: Iterable[Path], dest: Path) -> Path:
     return dest
 
 
+_SHIPPED: dict[str, set[Path]] = {}  # per Spark application: the app packages already sent
+
+
 def ship(session: Any, spec: str, py_files: Iterable[str] = ()) -> list[str]:
     """Send the app's top-level module or package, and each of ``py_files`` (a .py file, a
     package directory, a .zip or .egg), to the executors; the names sent."""
@@ -123,7 +126,10 @@ def ship(session: Any, spec: str, py_files: Iterable[str] = ()) -> list[str]:
     root, target = import_root(spec)
     work = Path(tempfile.mkdtemp(prefix="streamkit-ship-"))
     sent = [target.name]
-    context.addPyFile(str(pack(root, [target], work / f"{target.stem}.zip")))
+    shipped = _SHIPPED.setdefault(context.applicationId, set())
+    if target not in shipped:  # a second app of the same package on one session: Spark has it
+        context.addPyFile(str(pack(root, [target], work / f"{target.stem}.zip")))
+        shipped.add(target)
     for item in py_files:
         path = Path(item).resolve()
         if not path.exists():

@@ -71,3 +71,31 @@ def test_spark_connect_and_a_malformed_conf_are_refused_in_one_line():
     done = runner.invoke(cli, ["spark", "-A", "examples.payments:app", "flag_large", "--checkpoint", "/tmp/x",
                                "--conf", "spark.executor.memory"])
     assert done.exit_code == 2 and "expected KEY=VALUE" in done.output
+
+
+def test_two_apps_of_one_package_on_one_session_ship_the_package_once(tmp_path, monkeypatch):
+    """Spark refuses a second file of the same name from another path ("already registered with a
+    different path"): a second app of the package on the same session sends nothing new."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from streamkit.spark.shipping import ship
+
+    (tmp_path / "jobs").mkdir()
+    for name in ("__init__", "a", "b"):
+        (tmp_path / "jobs" / f"{name}.py").write_text("import streamkit as sk\napp = sk.App('x')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registered = {}
+
+    def add_py_file(path):
+        name = Path(path).name
+        if registered.setdefault(name, path) != path:
+            raise ValueError(f"File {name} was already registered with a different path")
+
+    session = SimpleNamespace(sparkContext=SimpleNamespace(applicationId="app-1", addPyFile=add_py_file))
+    try:
+        assert ship(session, "jobs.a:app") == ["jobs"] and ship(session, "jobs.b:app") == ["jobs"]
+    finally:
+        for name in [m for m in sys.modules if m == "jobs" or m.startswith("jobs.")]:
+            del sys.modules[name]
+    assert list(registered) == ["jobs.zip"]
