@@ -26,6 +26,7 @@ from ..streams.stream import Stream
 from ..transport.base import TP, Message
 from . import rows
 from .apps import load_app
+from .references import referenced
 from .task_errors import task_failed
 
 BEFORE_ANY_RECORD = "its start (before any record)"
@@ -61,8 +62,7 @@ def is_keyed(agent: "Agent") -> bool:
 
     if agent.fold is not None or agent.per_record:
         return False
-    closure = inspect.getclosurevars(agent.source_fun)
-    tables = any(isinstance(v, (Table, WindowWrapper)) for v in {**closure.globals, **closure.nonlocals}.values())
+    tables = any(isinstance(v, (Table, WindowWrapper)) for v in referenced(agent.source_fun).values())
     return tables or "group_by" in _code_names(agent.source_fun)
 
 
@@ -100,8 +100,7 @@ def check_runnable(agent: "Agent") -> None:
     for method, reason in _REFUSED_METHODS.items():
         if method in names:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")
-    closure = inspect.getclosurevars(fun)
-    for name, value in {**closure.globals, **closure.nonlocals}.items():
+    for name, value in referenced(fun).items():
         if isinstance(value, WindowWrapper) and agent.fold is not None:
             raise SparkUnsupported(f"{what}: a fold keeps its own table; use windowed table {value.name!r} ({name}) "
                                    "from an async agent")

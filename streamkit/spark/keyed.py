@@ -35,6 +35,7 @@ from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of
+from .references import referenced
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -110,8 +111,7 @@ def tables_of(agent: "Agent") -> list[Table]:
     """The tables the agent's body refers to (globals and closure), in a stable order."""
     from ..tables.window_api import WindowWrapper
 
-    closure = inspect.getclosurevars(agent.source_fun)
-    values = [v.table if isinstance(v, WindowWrapper) else v for v in {**closure.globals, **closure.nonlocals}.values()]
+    values = [v.table if isinstance(v, WindowWrapper) else v for v in referenced(agent.source_fun).values()]
     found = {id(v): v for v in values if isinstance(v, Table)}
     return sorted(found.values(), key=lambda table: table.name)
 

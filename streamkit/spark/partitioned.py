@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-import inspect
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
@@ -37,6 +36,7 @@ from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, drive
 from .keyed import DEAD, RekeyTask, _KeyedStream, plan, tables_of
+from .references import referenced
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -53,8 +53,7 @@ def windowed_tables(agent: "Agent") -> list[Table]:
 def check_windows(agent: "Agent") -> None:
     """Refuse what a replayable Spark task cannot reproduce, with the reason."""
     what = f"agent {agent.name!r} cannot run on Spark"
-    closure = inspect.getclosurevars(agent.source_fun)
-    for name, value in {**closure.globals, **closure.nonlocals}.items():
+    for name, value in referenced(agent.source_fun).items():
         if isinstance(value, WindowWrapper) and value.relative_to == "now":
             raise SparkUnsupported(f"{what}: windowed table {value.name!r} ({name}) is relative_to_now(): the wall "
                                    "clock of a task Spark may run again; use relative_to_stream() or "

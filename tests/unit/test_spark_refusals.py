@@ -67,7 +67,14 @@ async def printing(stream):
         yield value
 
 
-@pytest.mark.parametrize("agent", ["doubles", "halves", "running_sum", "counting", "regrouping"])
+@app.agent(source, sink=[out])
+async def items(stream):
+    """Named as the stream method it calls: ``stream.items`` is an attribute, not this agent."""
+    async for _key, value in stream.items():
+        yield value
+
+
+@pytest.mark.parametrize("agent", ["doubles", "halves", "running_sum", "counting", "regrouping", "items"])
 def test_pure_agents_folds_and_keyed_agents_are_accepted(agent):
     """counting keeps a table, regrouping re-keys: both run per key (spark/keyed.py)."""
     check_runnable(app.agents[agent])
