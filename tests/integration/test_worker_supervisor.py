@@ -97,8 +97,8 @@ def alive(pid):
 
 @pytest.fixture
 def supervised(broker_address, driver, unique, tmp_path):
-    AdminClient({"bootstrap.servers": broker_address}).create_topics(
-        [NewTopic(f"sup-in-{unique}", 4, 1)])[f"sup-in-{unique}"].result(15)
+    admin = AdminClient({"bootstrap.servers": broker_address})
+    admin.create_topics([NewTopic(f"sup-in-{unique}", 4, 1)])[f"sup-in-{unique}"].result(15)
     started = Supervised(broker_address, driver, unique, tmp_path)
     yield started
     started.stop()

@@ -46,7 +46,7 @@ def test_a_bad_count_is_one_line_and_exit_2(given, app_spec):
 def test_one_process_runs_the_worker_in_this_process(app_spec, monkeypatch):
     ran = []
     monkeypatch.setattr("streamkit.runtime.runner.run_worker", lambda app: ran.append(app) or 0)
-    monkeypatch.setattr("streamkit.cli.supervisor.run_members",
+    monkeypatch.setattr("streamkit.cli.supervisor.supervise",
                         lambda *a, **k: pytest.fail("--processes 1 started a supervisor"))
     result = CliRunner().invoke(cli, ["worker", "-A", app_spec, "--processes", "1", "--web-port", "7001"])
     assert result.exit_code == 0, result.output
@@ -54,10 +54,10 @@ def test_one_process_runs_the_worker_in_this_process(app_spec, monkeypatch):
 
 
 def planned(monkeypatch, app_spec, *args):
-    """The members ``worker --processes`` would start (run_members is stood in for)."""
+    """The members ``worker --processes`` would start (supervise is stood in for)."""
     seen = {}
 
-    def fake(app_spec_, members, loglevel, stop_timeout):
+    def fake(members, stop_timeout):
         seen["members"] = members
         return 0
 
@@ -126,7 +126,7 @@ def start_supervisor(tmp_path, children, stop_timeout=5):
         f"Member({name!r}, ['env', *{[f'{k}={v}' for k, v in env.items()]!r}, sys.executable, "
         f"{str(tmp_path / 'child.py')!r}], None, '')" for name, env in children)
     code = (f"import sys\nfrom streamkit.cli.supervisor import Member, supervise\n"
-            f"sys.exit(supervise('x:app', [{members}], 'info', {stop_timeout}))\n")
+            f"sys.exit(supervise([{members}], {stop_timeout}))\n")
     log = tmp_path / "supervisor.log"
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=open(log, "wb"),
                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -156,7 +156,7 @@ def test_sigterm_stops_every_member_and_exits_0(tmp_path):
         wait_until(lambda: log.read_text().count("hello from") == 2, 20, "both members' first lines")
         assert all(alive(pid) for pid in pids)
         text = log.read_text()
-        for name, pid in zip(("w1", "w2"), pids):
+        for name, pid in zip(("w1", "w2"), pids, strict=True):
             assert f"[{name}] hello from {pid}" in text and f"[{name}] to stderr" in text, text
         process.send_signal(signal.SIGTERM)
         assert process.wait(20) == 0, log.read_text()
@@ -165,13 +165,14 @@ def test_sigterm_stops_every_member_and_exits_0(tmp_path):
         process.kill()
 
 
-def test_a_member_that_dies_stops_the_others_and_names_itself(tmp_path):
-    process, log = start_supervisor(tmp_path, [("w1", {}), ("w2", {"CHILD_AFTER": "1", "CHILD_EXIT": "3"})])
+@pytest.mark.parametrize("own, supervisor", [(3, 3), (0, 1)])  # stopping unasked with 0 is a failure too
+def test_a_member_that_dies_stops_the_others_and_names_itself(tmp_path, own, supervisor):
+    process, log = start_supervisor(tmp_path, [("w1", {}), ("w2", {"CHILD_AFTER": "1", "CHILD_EXIT": own})])
     try:
         pids = wait_until(lambda: member_pids(log, 2), 20, "both members started")
-        assert process.wait(30) == 3, log.read_text()
+        assert process.wait(30) == supervisor, log.read_text()
         text = log.read_text()
-        failed = [line for line in text.splitlines() if "member w2" in line and "exited with code 3" in line]
+        failed = [line for line in text.splitlines() if "member w2" in line and f"exited with code {own}" in line]
         assert len(failed) == 1, text
         assert "stopping the other members" in failed[0]
         assert not alive(pids[0]), "w1 still runs after w2 failed"
@@ -192,13 +193,29 @@ def test_a_member_killed_by_a_signal_exits_128_plus_the_signal(tmp_path):
         process.kill()
 
 
+def test_members_get_sigterm_when_the_supervisor_is_killed(tmp_path):
+    process, log = start_supervisor(tmp_path, [("w1", {}), ("w2", {})])
+    try:
+        pids = wait_until(lambda: member_pids(log, 2), 20, "both members started")
+        wait_until(lambda: log.read_text().count("hello from") == 2, 20, "both members' first lines")
+        assert all(alive(pid) for pid in pids)
+        process.kill()
+        process.wait(10)
+        wait_until(lambda: not any(alive(pid) for pid in pids), 20, "the members stopped on their own")
+    finally:
+        process.kill()
+        for pid in member_pids(log, 2) or []:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_a_member_that_ignores_sigterm_is_killed_after_the_bound(tmp_path):
     (tmp_path / "stubborn.py").write_text(
         "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\n"
         "[time.sleep(0.05) for _ in range(1200)]\n")
     code = ("import sys\nfrom streamkit.cli.supervisor import Member, supervise\n"
-            f"sys.exit(supervise('x:app', [Member('w1', [sys.executable, {str(tmp_path / 'stubborn.py')!r}], "
-            "None, '')], 'info', 1))\n")
+            f"sys.exit(supervise([Member('w1', [sys.executable, {str(tmp_path / 'stubborn.py')!r}], "
+            "None, '')], 1))\n")
     log = tmp_path / "supervisor.log"
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=open(log, "wb"),
                                stderr=subprocess.STDOUT)
@@ -211,5 +228,47 @@ def test_a_member_that_ignores_sigterm_is_killed_after_the_bound(tmp_path):
         assert code != 0 and "did not stop" in log.read_text(), log.read_text()
         assert time.monotonic() - started < 40
         assert not alive(pids[0])
+    finally:
+        process.kill()
+
+
+MAIN_SCRIPT = '''
+import streamkit as sk
+
+app = sk.App("supmain", broker="memory://supmain", driver="memory", web_enabled=False)
+words = app.topic("words")
+
+
+@app.agent(words)
+async def shout(stream):
+    async for word in stream:
+        print(word)
+
+
+if __name__ == "__main__":
+    app.main()
+'''
+
+
+def test_python_app_py_worker_starts_its_members_from_the_script(tmp_path):
+    """``app.main()`` names the app ``__main__:app``: each member runs the script again."""
+    (tmp_path / "supmain.py").write_text(MAIN_SCRIPT)
+    log = tmp_path / "supervisor.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "supmain.py", "worker", "--processes", "2"], cwd=tmp_path,
+                               env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    try:
+        pids = wait_until(lambda: member_pids(log, 2), 30, "both members started")
+
+        def started():
+            assert process.poll() is None, log.read_text()
+            lines = [line for line in log.read_text().splitlines() if "worker for 'supmain' started" in line]
+            return sorted(line.split()[0] for line in lines) == ["[w1]", "[w2]"]
+
+        wait_until(started, 60, "both members' workers started, each line with its member's id")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()
+        assert not [pid for pid in pids if alive(pid)]
+        assert sorted(p.name for p in (tmp_path / "streamkit-data").iterdir()) == ["w1", "w2"]
     finally:
         process.kill()
