@@ -120,7 +120,7 @@ def run_app_main(app: Any, argv: list[str] | None = None) -> None:
 @click.option("--without-web", is_flag=True, help="Do not serve web views.")
 @click.option("--data-dir", "--datadir", "data_dir", default=None,
               help="Where table stores live (one per worker on a machine); Faust's --datadir.")
-@click.option("--processes", default="1", show_default=True, callback=lambda _c, _p, v: _process_count(v),
+@click.option("--processes", default="1", show_default=True, metavar="N|auto", callback=lambda _c, _p, v: _process_count(v),
               help="Run N workers of the app (N, or auto: the cores available) under one supervisor: "
                    "ports --web-port, +1, ...; data dirs <data-dir>/w1, w2, ...; one member stopping "
                    "stops all.")

@@ -140,7 +140,7 @@ class _Running:
                         for pipe, out in ((self.process.stdout, sys.stdout), (self.process.stderr, sys.stderr))]
 
     def signal(self, signum: int) -> None:
-        self.signalled = True
+        self.signalled = self.signalled or signum in (signal.SIGTERM, signal.SIGINT)
         if self.process.returncode is None:
             try:
                 os.kill(self.process.pid, signum)
@@ -182,11 +182,13 @@ def exit_code(returncode: int) -> int:
 def supervise(members: list[Member], stop_timeout: float) -> int:
     """Run ``members`` until a signal (0 when they all stop cleanly) or until one stops (its code)."""
     asked: list[int] = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    dump = getattr(signal, "SIGUSR1", None)  # a worker dumps its tasks on it: each member does
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, dump) if sig is not None}
 
     def on_signal(signum: int, _frame: Any) -> None:
         # Only record it and pass it on: the main loop does the rest (no Popen calls re-entered here).
-        asked.append(signum)
+        if signum != dump:
+            asked.append(signum)
         for member in running:
             member.signal(signum)
 

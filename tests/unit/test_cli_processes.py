@@ -104,12 +104,22 @@ def test_a_setting_only_one_member_can_hold_is_refused(variable, tmp_path, monke
     one_line_refusal(result, variable.removeprefix("STREAMKIT_").lower(), "--processes")
 
 
+def test_a_static_group_member_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "sup_app_static.py").write_text(
+        "import streamkit as sk\napp = sk.App('sup-app', driver='confluent', "
+        "consumer_config={'group.instance.id': 'one'})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = CliRunner().invoke(cli, ["worker", "-A", "sup_app_static:app", "--processes", "2"])
+    one_line_refusal(result, "group.instance.id", "--processes 2")
+
+
 # The supervisor over stand-in children: each prints a line, then waits for SIGTERM (exit 0) or
 # exits by itself with CHILD_EXIT after CHILD_AFTER seconds.
 CHILD = textwrap.dedent("""
     import os, signal, sys, time
     stop = []
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+    signal.signal(signal.SIGUSR1, lambda *a: print("dumping", flush=True))
     print("hello from", os.getpid(), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
     deadline = time.monotonic() + float(os.environ.get("CHILD_AFTER", "60"))
@@ -161,6 +171,22 @@ def test_sigterm_stops_every_member_and_exits_0(tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(20) == 0, log.read_text()
         assert not [pid for pid in pids if alive(pid)], "a member outlived its supervisor"
+    finally:
+        process.kill()
+
+
+def test_sigusr1_reaches_every_member_and_stops_nothing(tmp_path):
+    """``kill -USR1 <supervisor>`` dumps each member's tasks, as it does a single worker's."""
+    process, log = start_supervisor(tmp_path, [("w1", {}), ("w2", {})])
+    try:
+        wait_until(lambda: member_pids(log, 2), 20, "both members started")
+        wait_until(lambda: log.read_text().count("hello from") == 2, 20, "both members' first lines")
+        process.send_signal(signal.SIGUSR1)
+        wait_until(lambda: "[w1] dumping" in log.read_text() and "[w2] dumping" in log.read_text(), 20,
+                   "both members dumped")
+        assert process.poll() is None, log.read_text()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0, log.read_text()
     finally:
         process.kill()
 
