@@ -120,10 +120,15 @@ def run_app_main(app: Any, argv: list[str] | None = None) -> None:
 @click.option("--without-web", is_flag=True, help="Do not serve web views.")
 @click.option("--data-dir", "--datadir", "data_dir", default=None,
               help="Where table stores live (one per worker on a machine); Faust's --datadir.")
+@click.option("--processes", default="1", show_default=True, metavar="N|auto", callback=lambda _c, _p, v: _process_count(v),
+              help="Run N workers of the app (N, or auto: the cores available) under one supervisor: "
+                   "ports --web-port, +1, ...; data dirs <data-dir>/w1, w2, ...; one member stopping "
+                   "stops all.")
 def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | None, without_web: bool,
-           data_dir: str | None) -> None:
-    """Run a worker for the app until SIGINT/SIGTERM."""
-    from ..runtime.runner import run_worker
+           data_dir: str | None, processes: int) -> None:
+    """Run a worker for the app until SIGINT/SIGTERM (--processes: N of them)."""
+    from ..runtime import runner
+    from . import supervisor
 
     setup_logging(loglevel)
     app = load_app(app_spec)
@@ -136,7 +141,23 @@ def worker(app_spec: str, loglevel: str, web_port: int | None, web_host: str | N
                 setattr(app.conf, name, value)
             except ConfigurationError as exc:
                 raise Misuse(str(exc)) from None
-    sys.exit(run_worker(app))
+    if processes == 1:
+        sys.exit(runner.run_worker(app))
+    try:
+        members = supervisor.plan_members(app_spec, app.conf, processes, loglevel)
+    except ConfigurationError as exc:
+        raise Misuse(str(exc)) from None
+    sys.exit(supervisor.supervise(members, app.conf.stop_timeout))
+
+
+def _process_count(given: str) -> int:
+    """``--processes``: refused in one line (exit 2) unless a whole number >= 1 or ``auto``."""
+    from .supervisor import process_count
+
+    try:
+        return process_count(given)
+    except ConfigurationError as exc:
+        raise Misuse(str(exc)) from None
 
 
 @cli.command()
