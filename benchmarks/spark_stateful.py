@@ -122,8 +122,8 @@ def on_spark(app: sk.App, agent: str, n: int) -> dict[str, Any]:
         query = app.spark.run(agent, checkpoint=checkpoint, trigger="available-now", handoff=False)
         query.awaitTermination()
         elapsed = time.perf_counter() - start
-        rows = sum(p["numInputRows"] for p in query.recentProgress)
-        return {"records": rows, "seconds": round(elapsed, 2), "rate": round(n / elapsed)}
+        rows = sum(p["numInputRows"] for p in query.recentProgress)  # the table's changelog too, for a join
+        return {"records": rows, "complete": rows >= n, "seconds": round(elapsed, 2), "rate": round(n / elapsed)}
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
 

@@ -217,12 +217,12 @@ def test_a_stream_table_join_plans_its_table_as_an_input_and_an_as_of_join_is_re
 
     @app.agent(orders, sink=[out], name="enriching")
     async def enriching(stream):
-        async for order, customer in stream.join(customers, on=Order.customer, how="left"):
+        async for _order, customer in stream.join(customers, on=Order.customer, how="left"):
             yield len(customer or "")
 
     @app.agent(orders, sink=[out], name="as_of")
     async def as_of(stream):
-        async for order, price in stream.join(prices, as_of=True):
+        async for _order, price in stream.join(prices, as_of=True):
             yield price
 
     check_runnable(enriching)
