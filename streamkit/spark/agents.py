@@ -290,7 +290,7 @@ def _where(batch: pa.RecordBatch) -> str:
 
 
 def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
-    """A StatefulProcessor running the agent's fold step over each key's records; ``partitions``:
+    """A StatefulProcessor running the agent's fold step over each (partition, key)'s records; ``partitions``:
     its table's count as the driver settled it (a task's freshly imported table has not)."""
     from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
@@ -329,18 +329,23 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                           headers=out.headers[i])
 
         def _fold(self, events: list[Event]) -> None:
-            """Apply the step to one key's records; its final state goes to the table's changelog."""
+            """Apply the step to one key's records of one partition (the group); its final state
+            goes to the table's changelog. A key that hashes to another partition lives in the
+            record's, as in the worker (tables/task_keys.py), unless the table is strict."""
             run, fold, table = self.run, self.fold, self.fold.table
             state = table.value_codec.decode(self.state.get()[0]) if self.state.exists() else fold.initial()
-            # One key per call: its encoding and table partition are the same for every record.
+            # One key and one partition per call: the key's encoding and home are the same for every record.
             key_bytes = table.key_codec.encode(events[0].key) or b""
-            home = partition_for_key(key_bytes, partitions)
+            home, number = partition_for_key(key_bytes, partitions), events[0].partition
+            refused = number != home and (table.key_partitioning == "strict" or number >= partitions)
             changed = False
             for event in events:
-                if event.partition != home:  # as the worker's table refuses it
+                if refused:  # as the worker's table refuses it
+                    why = ("the table is declared key_partitioning='strict'" if number < partitions else
+                           f"the table has only {partitions} partitions")
                     run.failed(f"agent {run.agent.name}", event.message, WrongPartition(
                         f"table {table.name!r}: key {event.key!r} belongs to partition {home}, "
-                        f"but the record came from {event.topic}[{event.partition}]"))
+                        f"but the record came from {event.topic}[{event.partition}] and {why}"))
                     continue
                 try:
                     new_state, outputs = fold.step(state, event.value)
@@ -353,7 +358,7 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             if changed:
                 encoded = table.value_codec.encode(state)
                 self.state.update((encoded,))
-                run.out.add(table.changelog.name, key_bytes, encoded, partition=home)
+                run.out.add(table.changelog.name, key_bytes, encoded, partition=number)
 
         def close(self) -> None:
             pass

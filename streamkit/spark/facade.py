@@ -166,7 +166,7 @@ class SparkFacade:
         elif agent.fold is None:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)
         else:
-            output = (source.groupBy("key")
+            output = (source.groupBy("partition", "key")  # a key from another partition lives in that task
                       .transformWithState(fold_processor(spec, agent.name, agent.fold.table.partitions), schema,
                                           "Append", "None"))
         marker = marker_topic(agent)

@@ -42,6 +42,14 @@ def build(role: str) -> sk.App:
             sessions[click.user] += 1
             sliding[click.user] += click.weight
 
+    tally = app.Table("tally", default=int)
+
+    @app.fold(clicks, table=tally)
+    def count_weights(total, click):
+        """A fold: each user's summed weights (a user's clicks sent to another partition than its
+        key's are summed there, in that partition's task, as Faust and Kafka Streams keep them)."""
+        return total + click.weight, []
+
     pages = app.Table("pages", default=int).tumbling(20, grace=600).final(app.finals["pages"])
 
     @app.agent(clicks)

@@ -61,13 +61,18 @@ def produce(address, topic, records, partitions, module):
     for key, value, at in records:
         producer.produce(topic, key=key, value=value, timestamp=at)
     producer.flush(30)
+    for i in range(6):  # u1's clicks in another partition than its key's
+        misplaced = (partition_for_key(b"u1", partitions) + 1 + i % 2) % partitions
+        producer.produce(topic, key=b"u1", value=module.Click("u1", "p9", T0 / 1000 + i, 5).dumps(),
+                         timestamp=T0 + 40_000 + i * 100, partition=misplaced)
+    producer.flush(30)
     last = max(at for _, _, at in records)
     for p in range(partitions):
         key = next(k for k in (f"tail{i}".encode() for i in range(1000)) if partition_for_key(k, partitions) == p)
         producer.produce(topic, key=key, value=module.Click(key.decode(), "p0", last / 1000, 1).dumps(),
                          timestamp=last, partition=p)
         producer.flush(30)
-    return len(records) + partitions
+    return len(records) + 6 + partitions
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +115,7 @@ def test_every_window_type_on_spark_equals_the_worker(windows_app, spark, source
     isolation = "read_committed" if hides_aborted else "read_uncommitted"
     app, worker = windows_app.spark_app, windows_app.worker_app
     app.spark.use(spark)
-    for agent in ("count_clicks", "count_pages"):
+    for agent in ("count_clicks", "count_pages", "count_weights"):
         app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now").awaitTermination()
     run_worker_until_done(worker, total)
     for kind in ("tumbling", "hopping", "sessions", "sliding", "pages"):
@@ -121,6 +126,9 @@ def test_every_window_type_on_spark_equals_the_worker(windows_app, spark, source
         spark_log = latest(broker_address, app.tables[kind].changelog.name, isolation)
         worker_log = latest(broker_address, worker.tables[kind].changelog.name, "read_uncommitted")
         assert spark_log and spark_log == worker_log, kind  # open windows and each partition's stream time
+    tally = latest(broker_address, app.tables["tally"].changelog.name, isolation)
+    assert tally == latest(broker_address, worker.tables["tally"].changelog.name, "read_uncommitted")
+    assert {p for p, k in tally if k == b"u1"} == set(range(windows_app.PARTITIONS))  # its home and two others
     late = [m for m in read_topic(broker_address, worker.dlq_topic_name, to_end=True)]
     late_spark = [m for m in read_topic(broker_address, app.dlq_topic_name, to_end=True, isolation=isolation)]
     assert late and Counter((m.key(), m.value()) for m in late) == Counter((m.key(), m.value()) for m in late_spark)
