@@ -297,7 +297,7 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    from ..tables.table import WrongPartition
+    from ..tables.task_keys import WrongPartition
     from ..transport.partitioner import partition_for_key
 
     state_schema = StructType([StructField("state", BinaryType(), True)])
