@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the gates (ruff, configured in pyproject.toml; the docs site built --strict), each failing
+# Run the gates (ruff and mypy, configured in pyproject.toml; the docs site built --strict), each failing
 # the script, then the whole test suite. Starts its own dev broker unless
 # STREAMKIT_TEST_BROKER=host:port.
 # Prints branch coverage per file (files at 100% left out), then per package for runtime/,
@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh || exit 1
 echo "ruff check:"
 .venv/bin/python -m ruff check . || { echo "ruff failed: fix the findings above (ruff check --fix fixes some)"; exit 1; }
+echo "mypy:"
+.venv/bin/python -m mypy || { echo "mypy failed: fix the type errors above (settings in pyproject.toml [tool.mypy])"; exit 1; }
 # First and fast: the docs site (mkdocs.yml) with --strict, so a broken link or a setting the
 # generated reference cannot document fails the run. Its log is shown only when it fails.
 DOCS_LOG=$(mktemp)

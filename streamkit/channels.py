@@ -90,7 +90,7 @@ class _ChannelMessage(Message):
         super().__init__(channel.name, 0, offset, None, None, headers, round(time.time() * 1000))
         self._channel, self._key_obj, self._value_obj = channel, key, value
 
-    @property  # type: ignore[override]
+    @property
     def key(self) -> bytes | None:
         return self._channel.key_codec.encode(self._key_obj)
 
@@ -98,7 +98,7 @@ class _ChannelMessage(Message):
     def key(self, _value: Any) -> None:
         pass
 
-    @property  # type: ignore[override]
+    @property
     def value(self) -> bytes | None:
         return self._channel.value_codec.encode(self._value_obj)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 try:
     from opentelemetry import context, metrics, propagate, trace
+    from opentelemetry.propagators.textmap import Getter, Setter
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("streamkit.otel needs OpenTelemetry: pip install 'streamkit[otel]'") from exc
@@ -22,7 +23,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 from .sensors import Sensor
 
 
-class _HeaderGetter:
+class _HeaderGetter(Getter[Any]):
     """Reads W3C trace context from Kafka headers (a list of ``(name, bytes)``)."""
 
     def get(self, carrier: Any, key: str) -> list[str] | None:
@@ -33,8 +34,8 @@ class _HeaderGetter:
         return [k for k, _ in carrier or ()]
 
 
-class _HeaderSetter:
-    def set(self, carrier: list, key: str, value: str) -> None:
+class _HeaderSetter(Setter[Any]):
+    def set(self, carrier: Any, key: str, value: str) -> None:
         carrier[:] = [(k, v) for k, v in carrier if k != key]
         carrier.append((key, value.encode("latin-1")))
 

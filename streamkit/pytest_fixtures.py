@@ -18,10 +18,12 @@ Fixtures:
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any, AsyncIterator
 
 import pytest
 
+pytest_asyncio: ModuleType | None
 try:
     import pytest_asyncio
 except ImportError:  # the plugin loads wherever streamkit is installed; only test_driver needs it

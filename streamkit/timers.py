@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -52,7 +53,7 @@ class Timer:
         self.tz = ZoneInfo(timezone) if isinstance(timezone, str) else (timezone or dt.timezone.utc)
         self.tz_given = timezone is not None  # else the app's ``timezone`` setting applies at start
         self.on_leader = on_leader
-        self.name = name or getattr(fun, "__qualname__", repr(fun))
+        self.name: str = name if name else getattr(fun, "__qualname__", repr(fun))
         self.runs = 0
         self.failures = 0
 
@@ -62,6 +63,7 @@ class Timer:
             elapsed = max(0.0, now - start)
             return start + (int(elapsed // self.interval) + 1) * self.interval
         base = dt.datetime.fromtimestamp(now, self.tz)
+        assert self.cron is not None  # a timer has exactly one of interval and cron
         return croniter(self.cron, base).get_next(float)
 
     async def run(self, clock: Clock, is_leader: Callable[[], bool]) -> None:
@@ -89,12 +91,12 @@ class Timers:
         self.timers = timers
         self.clock = clock
         self.is_leader = is_leader
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
         # a timer's own failures are logged by Timer.run and its schedule goes on; anything escaping
         # that (its schedule's arithmetic) restarts it with a log line rather than ending it unseen
-        self._tasks = [restarting(f"timer {t.name}", lambda t=t: t.run(self.clock, self.is_leader))
+        self._tasks = [restarting(f"timer {t.name}", functools.partial(t.run, self.clock, self.is_leader))
                        for t in self.timers]
 
     async def stop(self) -> None:

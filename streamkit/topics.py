@@ -120,8 +120,10 @@ class Topic:
         key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
         sensors = self.app.sensors
         if not sensors.active:
-            return await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts,
+            sent = await self.app.send_raw(self.name, key_bytes, value_bytes, headers=headers, timestamp=ts,
                                            partition=partition)
+            assert sent is not None  # a tracked send (the default) has its future
+            return sent
         return await self._send_sensed(key, value, key_bytes, value_bytes, headers, ts, partition)
 
     async def _send_sensed(self, key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
@@ -133,6 +135,7 @@ class Topic:
                               len(value_bytes or b""))
         fut = await self.app.send_raw(self.name, key_bytes, value_bytes, headers=message.headers or None, timestamp=ts,
                                       partition=partition)
+        assert fut is not None  # a tracked send (the default) has its future
 
         def done(f: asyncio.Future) -> None:
             if f.cancelled():

@@ -85,7 +85,7 @@ class Topology:
         """A ``flowchart LR`` for Markdown: topics as stadiums, agents as boxes, tables as cylinders."""
         ids: dict[str, str] = {}
 
-        def node(name: str, shape: str) -> str:
+        def node(name: str, shape: tuple[str, str]) -> str:
             if name not in ids:
                 ids[name] = f"n{len(ids)}"
                 label = name.replace('"', "'")
@@ -106,8 +106,9 @@ class Topology:
             j = node(f"table {joined}", ("[(", ")]"))
             for side in (left, right):
                 out.append(f"  {node(f'table {side}', ('[(', ')]'))} -- join --> {j}")
-        for table, agent in self.join_reads:
-            out.append(f"  {node(f'table {table}', ('[(', ')]'))} -- join --> {node(f'agent {agent}', ('[', ']'))}")
+        for table_name, agent_name in self.join_reads:
+            out.append(f"  {node(f'table {table_name}', ('[(', ')]'))} -- join --> "
+                       f"{node(f'agent {agent_name}', ('[', ']'))}")
         return "\n".join(out)
 
 

@@ -341,7 +341,7 @@ class Agent:
         base = _stream_of(source)
         topic_name = f"{self.app.id}-{self.name}-{name or field}-repartition"
         # after map/enumerate/join the values are the function's, not the topic's: value_type= says
-        source_type = None if getattr(source, "mapped", False) else base.topic.value_type
+        source_type = None if getattr(source, "mapped", False) else _topic_of(base).value_type
         if key_type is None and field and isinstance(source_type, type):
             key_type = getattr(source_type, "__annotations__", {}).get(field)
             key_type = key_type if isinstance(key_type, type) else None
@@ -354,15 +354,16 @@ class Agent:
     def through(self, source: Chainable, topic: "Topic | str") -> Stream:
         if isinstance(topic, str):
             base = _stream_of(source)
-            value_type = None if getattr(source, "mapped", False) else base.topic.value_type
-            topic = self.app.topic(topic, key_type=base.topic.key_type, value_type=value_type)
+            base_topic = _topic_of(base)
+            value_type = None if getattr(source, "mapped", False) else base_topic.value_type
+            topic = self.app.topic(topic, key_type=base_topic.key_type, value_type=value_type)
         return self._forwarding_stream(source, topic.name, lambda event, value: event.key, topic=topic)
 
     def _partitions(self, source: Stream) -> int:
         """A repartition topic has as many partitions as its source (as the broker has it)."""
         if self._runtime is not None:
-            return self._runtime.partition_count(source.topic.members[0].name)
-        return source.topic.partitions or self.app.conf.topic_partitions
+            return self._runtime.partition_count(_topic_of(source).members[0].name)
+        return _topic_of(source).partitions or self.app.conf.topic_partitions
 
     def _forwarding_stream(self, source: Chainable, topic_name: str, key_of: Callable[[Event, Any], Any], *,
                            topic: "Topic | None" = None, **topic_kwargs: Any) -> Stream:
@@ -404,7 +405,7 @@ class Agent:
         subscriber = self._internal_subscribers.get(topic_name)
         if subscriber is None:
             subscriber = self._internal_subscribers[topic_name] = self._subscriber(topic)
-        stream = Stream(subscriber, topic=topic, owner=self)
+        stream: Stream[Any] = Stream(subscriber, topic=topic, owner=self)
         self._repartitions[cache_key] = stream
         return stream
 
@@ -435,6 +436,13 @@ def group_key(key: Any, name: str | None) -> tuple[str, Callable[[Any], Any]]:
             raise ValueError("group_by with a function needs name=")
         return name, key
     raise TypeError(f"group_by key must be a field or a function, not {key!r}")
+
+
+def _topic_of(stream: Stream) -> "Topic":
+    """The topic an agent's stream reads (group_by and through start from one)."""
+    topic = stream.topic
+    assert topic is not None, "an agent's stream reads a topic"
+    return topic
 
 
 def _stream_of(source: Chainable) -> Stream:

@@ -46,11 +46,11 @@ class AgentTestContext:
         self.agent = agent
         self.results: dict[int, Any] = {}
         self._offset = 0
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
         self._subscriber = Subscriber(f"{agent.name}:test-context", 1)
         self._owner = InProcessOwner(agent, self._partitions(), self._failed)
-        self._stream = Stream(self._subscriber, topic=agent.topic, owner=self._owner)
+        self._stream: Stream[Any] = Stream(self._subscriber, topic=agent.topic, owner=self._owner)
         self._served: list[Any] = []  # tables this context serves in memory
         self._warned_keyless = False
 
@@ -116,10 +116,8 @@ class AgentTestContext:
         topic = self.agent.topic
         key_bytes, value_bytes = topic.key_codec.encode(key), topic.value_codec.encode(value)
         keyless = partition is None and key_bytes is None
-        if keyless:
-            partition = -1
-        elif partition is None:
-            partition = partition_for_key(key_bytes, self._partitions())
+        if partition is None:
+            partition = -1 if key_bytes is None else partition_for_key(key_bytes, self._partitions())
         stamp = round((time.time() if timestamp is None else timestamp) * 1000)
         message = Message(topic.name, partition, self._offset, key_bytes, value_bytes, list(headers or []), stamp)
         self._offset += 1

@@ -36,6 +36,7 @@ def groups(app_spec: str | None, broker: str | None, driver: str | None, group: 
         if group == app.id:
             topology = run(app.plan_topology())
             reads = sorted(topology.subscribed) or [app.leader_topic.name]
+    assert group is not None  # refused above without -A or --group; -A gives the app's id
     drv, address, timeout = _admin_driver(app_spec, broker, driver)
 
     async def go() -> tuple[dict[TP, int], dict[TP, int], list[str]]:

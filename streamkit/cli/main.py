@@ -87,6 +87,7 @@ def setup_logging(level: str) -> None:
 def cli(ctx: click.Context, app_spec: str | None) -> None:
     """Stream processing on Kafka."""
     if app_spec is not None:  # `streamkit -A app worker`: every command's -A defaults to it
+        assert isinstance(ctx.command, click.Group)  # this very group
         ctx.default_map = _app_defaults(ctx.command, app_spec)
 
 
@@ -220,11 +221,12 @@ def send(app_spec: str, target: str, value: str | None, value_option: str | None
         topic = send_target(app, target)  # an undeclared topic is refused, not created
         typing = sr.Typing(topic, key_type and sr.model_by_name(app_spec, key_type),
                            value_type and sr.model_by_name(app_spec, value_type))
-        defaults = sr.Outgoing(key, None, timestamp and sr.timestamp_seconds(timestamp), sr.header_pairs(headers),
-                               partition)
+        defaults = sr.Outgoing(key, None, sr.timestamp_seconds(timestamp) if timestamp else None,
+                               sr.header_pairs(headers), partition)
         if file is not None:  # every record is checked before anything connects
             records = sr.from_lines(typing, file, "stdin" if file.name == "<stdin>" else file.name, defaults)
         else:
+            assert value is not None  # refused above when neither a value nor a file is given
             records = [sr.from_command_line(typing, value, defaults)] * repeat
     except ConfigurationError as exc:
         raise Misuse(str(exc)) from None

@@ -10,8 +10,11 @@ import click
 
 from .main import app_option, cli, load_app
 
+if typing.TYPE_CHECKING:
+    from ..models.record import Record
 
-def _records() -> dict[str, type]:
+
+def _records() -> dict[str, type[Record]]:
     from ..models.blessed import registry
 
     return dict(sorted(registry.items()))

@@ -42,9 +42,10 @@ def check_table_joins(joins: Iterable[Any]) -> None:
     """After every table's count is settled: the two sides of each table-table join agree."""
     problems = []
     for join in joins:
-        left, right = getattr(join, "left", None), getattr(join, "right", None)
+        left = getattr(join, "left", None)
         if left is None or not hasattr(left, "partitions") or join.streams:
             continue
+        right = join.right  # a table-table join has both sides
         if left.partitions != right.partitions:
             problems.append(f"{join.describe()}: {left.name!r} has {left.partitions} partitions and {right.name!r} "
                             f"{right.partitions}; declare the same partitions= on both (a table has the count of "

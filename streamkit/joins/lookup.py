@@ -92,7 +92,9 @@ def stream_table_join(source: "Chainable", table: "Table", *, on: Any, how: str,
             raise ConfigurationError(f"join({table.name!r}, on=...) repartitions the stream by the join key: call it "
                                      "on the agent's stream itself, before filter/map (or join a GlobalTable)")
     if owner is not None:
+        assert stream is not None  # the owner is the stream's
         topic = getattr(source, "topic", None) or stream.topic
+        assert topic is not None  # an agent's stream reads a topic
         detail = ", as of the record's time" if as_of else ""
         declared = JoinDeclared(owner.name, tuple(m.name for m in topic.members), table, how, detail)
         if declared not in owner.app.joins:  # a restarted agent body declares it again

@@ -59,7 +59,7 @@ class VersionsCodec(Codec):
             return None
         encode = self.inner.encode
         # sized to fit: kept in a checkpoint snapshot, orjson's bytes would each hold ~4 KiB (values.py)
-        return bytes(memoryview(orjson.dumps([[ts, None if v is None else orjson.Fragment(encode(v))]
+        return bytes(memoryview(orjson.dumps([[ts, None if v is None else _fragment(encode(v))]
                                               for ts, v in versions])))
 
     def decode(self, data: bytes | None) -> Any:
@@ -175,3 +175,9 @@ class VersionedTable(Table):
         """Every kept version of ``key``: ``(valid_from_seconds, value)``, None for a deletion."""
         _, _, versions = self._versions(key, writing=False)
         return [(ts / 1000, value) for ts, value in versions]
+
+
+def _fragment(encoded: bytes | None) -> orjson.Fragment:
+    """The inner codec's bytes of a version's value (not None: bytes) for orjson to embed."""
+    assert encoded is not None
+    return orjson.Fragment(encoded)

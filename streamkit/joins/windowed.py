@@ -124,7 +124,7 @@ class JoinBuffer(Table):
 
     def __init__(self, app: "App", name: str, join: "WindowJoin") -> None:
         super().__init__(app, name, key_type=bytes, value_type=bytes)
-        self.join = join
+        self.window_join = join  # not ``join``: that is Table.join, the table-table join
         self.key_codec = RawCodec()
         self.value_codec = RawCodec()
         self.entries = TableEntries(self.key_codec, self.value_codec, key_declared=True)
@@ -148,7 +148,7 @@ class JoinBuffer(Table):
     def _rebuild(self, part: TablePartition) -> _Buffered:
         """From the store, the committed state (after an assignment, a recovery or a rollback)."""
         state = _Buffered(part, self.app.clock.monotonic())
-        emits = self.join.emits
+        emits = self.window_join.emits
         for store_key, raw in part.store.items():
             if store_key == STREAM_TIME_KEY:
                 state.stream_time = _TIME.unpack(raw)[0]
@@ -158,7 +158,7 @@ class JoinBuffer(Table):
         return state
 
     def _track(self, state: _Buffered, key: bytes, side: int, ts: int, store_key: bytes, *, unpaired: bool) -> None:
-        window = self.join.window
+        window = self.window_join.window
         entries = state.index[side].setdefault(key, [])
         if entries and entries[-1] > (ts, store_key):
             insort(entries, (ts, store_key))  # out of order: kept sorted, the window is a slice
@@ -462,12 +462,12 @@ class JoinStream(Stream):
         async for _, pair in self._joined():
             yield pair
 
-    async def items(self) -> AsyncIterator[tuple[Any, Any]]:  # type: ignore[override]
+    async def items(self) -> AsyncIterator[tuple[Any, Any]]:
         """``(key, (left, right))``: the key both records share, or an unpaired record's own."""
         async for record, pair in self._joined():
             yield record.key, pair
 
-    async def events(self) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def events(self) -> AsyncIterator[Any]:
         raise TypeError("a windowed join's stream gives pairs: iterate it (or .items() for the key); "
                         "stream.current_event is the record that made the pair")
         yield  # pragma: no cover

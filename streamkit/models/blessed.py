@@ -16,11 +16,14 @@ from typing import Any, Callable
 
 from .convert import ValidationError
 
+if typing.TYPE_CHECKING:
+    from .record import Record
+
 KEY = "__faust"
 KEY_BYTES = b'"__faust"'
 
 #: namespace -> Record class (abstract classes are not registered, as in Faust)
-registry: dict[str, type] = {}
+registry: dict[str, type[Record]] = {}
 #: namespaces of registered classes a blessed key may redirect to even under a concrete declared
 #: type; while it is empty, decoders skip the blessed-key check entirely
 redirect_targets: set[str] = set()
@@ -117,8 +120,9 @@ def holds_records(cls: type) -> bool:
 
 
 def _mentions_record(hint: Any, abstract_only: bool = False, seen: frozenset = frozenset()) -> bool:
-    if isinstance(hint, type) and isinstance(getattr(hint, "_options", None), RecordOptions):
-        if not abstract_only or hint._options.abstract:
+    options = getattr(hint, "_options", None)
+    if isinstance(hint, type) and isinstance(options, RecordOptions):
+        if not abstract_only or options.abstract:
             return True
         if hint in seen:
             return False
@@ -140,7 +144,7 @@ def is_open(cls: Any) -> bool:
     return _mentions_record(cls, abstract_only=True)
 
 
-def record_encoder(cls: type, native: Callable[[Any], bytes], general: Callable[[Any], bytes],
+def record_encoder(cls: type[Record], native: Callable[[Any], bytes], general: Callable[[Any], bytes],
                    fast: Callable[[Any], bytes] | None = None,
                    fast_errors: tuple[type[BaseException], ...] = ()) -> Callable[[Any], bytes]:
     """An encoder for instances of ``cls`` (and its subclasses) that adds blessed keys.

@@ -145,14 +145,15 @@ def compile_converter(hint: Any) -> Converter:
             return _optional(compile_converter(args[0]))
         return None  # a real union: accept what JSON gave
     if origin in (list, set, tuple, frozenset, typing.Sequence) or hint in (list,):
-        args = typing.get_args(hint)
-        conv = _to_list(compile_converter(args[0]) if args else None)
+        items = typing.get_args(hint)
+        conv = _to_list(compile_converter(items[0]) if items else None)
         if origin in (set, frozenset, tuple):
-            return lambda v, _c=conv, _o=origin: _o(_c(v))
+            container = origin
+            return lambda v: container(conv(v))
         return conv
     if origin in (dict, typing.Mapping) or hint is dict:
-        args = typing.get_args(hint)
-        return _to_dict(*(compile_converter(a) for a in args)) if args else _to_dict(None, None)
+        pair = typing.get_args(hint)
+        return _to_dict(*(compile_converter(a) for a in pair)) if pair else _to_dict(None, None)
     if typing.get_origin(hint) is typing.Literal:
         allowed = typing.get_args(hint)
         return lambda v: v if v in allowed else _fail(f"one of {allowed}", v)

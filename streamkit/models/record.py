@@ -94,7 +94,7 @@ class _RecordMeta(type):
         if "__slots__" in attrs or not bases:  # the base class, or dataclass's rebuilt class
             return super().__new__(mcs, name, bases, attrs)
         options = _faust_options(name, bases, kwargs)
-        cls = dataclasses.dataclass(slots=True, **kwargs)(super().__new__(mcs, name, bases, attrs))
+        cls: Any = dataclasses.dataclass(super().__new__(mcs, name, bases, attrs), slots=True, **kwargs)
         options.namespace = options.namespace or default_namespace(cls)
         cls._options = options
         if options.abstract:
@@ -114,6 +114,8 @@ class Record(metaclass=_RecordMeta):
 
     __slots__ = ()
     _options: ClassVar[RecordOptions]
+    # set on each subclass by the metaclass's dataclass(); declared for the type checker
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def asdict(self) -> dict[str, Any]:
         """The fields as a dict (nested Records stay objects), as Faust's ``asdict``."""

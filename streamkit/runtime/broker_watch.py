@@ -31,7 +31,7 @@ class BrokerWatch:
         self.last_error: str = ""
         self._last_summary = 0.0
         self._last_activity = time.monotonic()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     @property
     def reachable(self) -> bool:

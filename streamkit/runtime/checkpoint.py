@@ -92,8 +92,8 @@ class Checkpoint:
         delivered = self.router.delivered
         wanted = delivered if tps is None else {tp: delivered[tp] for tp in tps if tp in delivered}
         offsets: dict[TP, int] = {}
-        for tp, delivered in wanted.items():
-            offset = delivered
+        for tp, end in wanted.items():
+            offset = end
             for subscriber in self.router.subscribers_of(tp.topic):
                 first = subscriber.first_unprocessed(tp)
                 if first is not None and first < offset:
@@ -134,7 +134,7 @@ class Checkpoint:
             # flush slowed by the streams going on let the caches of a 3M distinct-key run grow
             # to 270k keys and its RSS to 1,377 MB against 666 (benchmarks/README.md, round 7).
             barrier = self.router.barrier
-            guard: asyncio.Task | None = None
+            guard: asyncio.Task[None] | None = None
             if self.participants:
                 barrier.close()
             try:
@@ -176,7 +176,7 @@ class Checkpoint:
             self._committed(offsets, started)
             return offsets
 
-    def _guard_caches(self, snapshot: int) -> asyncio.Task | None:
+    def _guard_caches(self, snapshot: int) -> asyncio.Task[None] | None:
         """Open the barrier for the flush, and close it again once the write caches and the
         ``snapshot`` being flushed hold ``cache_limit`` keys (left closed if the snapshot alone
         does); returns the task that watches, if any."""

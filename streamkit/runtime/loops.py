@@ -34,7 +34,7 @@ class LoopFailed(RuntimeError):
 
 
 def halting(name: str, loop: Callable[[], Awaitable[Any]],
-            fail: Callable[[BaseException], Awaitable[Any]]) -> asyncio.Task:
+            fail: Callable[[BaseException], Awaitable[Any]]) -> asyncio.Task[None]:
     """Run ``loop()`` as a task; an exception escaping it halts the worker via ``fail``."""
 
     async def supervised() -> None:
@@ -50,7 +50,7 @@ def halting(name: str, loop: Callable[[], Awaitable[Any]],
 
 
 def restarting(name: str, loop: Callable[[], Awaitable[Any]], *,
-               backoff: tuple[float, float] | None = None) -> asyncio.Task:
+               backoff: tuple[float, float] | None = None) -> asyncio.Task[None]:
     """Run ``loop()`` as a task, started again (after a growing pause) whenever it raises."""
 
     async def supervised() -> None:

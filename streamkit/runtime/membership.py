@@ -76,7 +76,7 @@ class Membership:
         self._serving: dict[str, list[int]] = {}
         self._topics: dict[str, list[int]] = {}
         self._reader: Reader | None = None
-        self._beat: asyncio.Task | None = None
+        self._beat: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         consumer = self.driver.consumer(None)
@@ -128,6 +128,9 @@ class Membership:
     async def _on_claims(self, _tp: TP, messages: list[Message]) -> None:
         changed = False
         for m in messages:
+            if m.value is None:
+                log.warning("ignoring a cluster claim without a value")
+                continue
             try:
                 changed |= self._record(orjson.loads(m.value))
             except (ValueError, KeyError, TypeError) as exc:
@@ -138,7 +141,7 @@ class Membership:
                 if result is not None:
                     await result
 
-    def _record(self, claim: dict) -> bool:
+    def _record(self, claim: dict[str, Any]) -> bool:
         """Apply one claim; True if membership or ownership changed."""
         member_id = claim.get("member") or claim["url"]  # claims of older workers carry only a url
         at = float(claim.get("at", 0.0))

@@ -57,6 +57,7 @@ class PartitionOwnership:
     _pending_seeks: dict[TP, int]
     _rebalance_lock: asyncio.Lock
     _stopping: bool
+    _rebalance_states: list[Any] | None
 
     if TYPE_CHECKING:  # the Runtime's methods this half calls
         def partition_count(self, topic: str) -> int: ...
@@ -135,6 +136,7 @@ class PartitionOwnership:
                 return
         self.tasks.assigned(tps, waiting)
         if fencing:
+            assert self.pauses is not None  # held them above
             self.pauses.release("fencing", tps)  # those waiting for their tables stay paused for that
         if self.pauses is not None:
             # The rejoin after a fence is done; partitions it gave straight back (an incremental
@@ -189,18 +191,20 @@ class PartitionOwnership:
     async def _fence_previous_owners(self, tps: list[TP]) -> None:
         """EOS v1: our task producers fence the previous owners' and settle their open
         transactions; only then are the committed offsets final, so start reading from them."""
-        assert self.consumer is not None
+        consumer = self.consumer
+        assert consumer is not None
         await self.txns.assigned(tps)
-        committed = await retry_while_unreachable(lambda: self.consumer.committed(tps), "committed offsets")
+        committed = await retry_while_unreachable(lambda: consumer.committed(tps), "committed offsets")
         for tp, offset in committed.items():
             if offset is not None:
-                await self.consumer.seek(tp, offset)
+                await consumer.seek(tp, offset)
 
     async def _seek_committed(self, targets: dict[TP, int]) -> None:
         """Read the partitions of ``targets`` from their committed offsets, or, where none is
         committed yet, from their target (applied before the next fetch)."""
-        assert self.consumer is not None
-        committed = await retry_while_unreachable(lambda: self.consumer.committed(list(targets)), "committed offsets")
+        consumer = self.consumer
+        assert consumer is not None
+        committed = await retry_while_unreachable(lambda: consumer.committed(list(targets)), "committed offsets")
         self._pending_seeks.update({tp: target if committed.get(tp) is None else committed[tp]
                                     for tp, target in targets.items()})
 

@@ -13,6 +13,7 @@ import tempfile
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..settings import DriverName
 from ..topology import Topology
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ async def plan_topology(app: "App", table_manager: Callable[..., Any] | None = N
         raise RuntimeError("the app is running: its topology is app.runtime.topology")
     conf = app.conf
     with tempfile.TemporaryDirectory(prefix="streamkit-topology-") as data_dir:
-        app.conf = dataclasses.replace(conf, driver="memory", broker=f"memory://topology-{uuid.uuid4().hex[:8]}",
+        app.conf = dataclasses.replace(conf, driver=DriverName.MEMORY, broker=f"memory://topology-{uuid.uuid4().hex[:8]}",
                                        web_enabled=False, data_dir=data_dir, broker_connect_timeout=5.0)
         runtime = app.runtime = Runtime(app, table_manager=table_manager)
         runtime.planning = True
@@ -51,8 +52,8 @@ async def table_partitions(app: "App", table_manager: Callable[..., Any] | None 
 
     sources = undecided(m.name for a in app.agents.values() if not getattr(a.topic, "is_channel", False)
                         for m in a.topic.members)
-    patterns = [f"the topics matching {a.topic.pattern.pattern!r}" for a in app.agents.values()
-                if getattr(a.topic, "pattern", None) is not None]  # app.topic(pattern=...): found at start
+    patterns = [f"the topics matching {pattern.pattern!r}" for pattern in (getattr(a.topic, "pattern", None)
+                for a in app.agents.values()) if pattern is not None]  # app.topic(pattern=...): found at start
     sources += patterns
     if not sources:  # every source declared: the worker's own settling (and its refusals), on the memory driver
         topology = await plan_topology(app, table_manager)

@@ -51,20 +51,24 @@ class Event(msgspec.Struct, eq=False):
 
     @property
     def topic(self) -> str:
-        return self.message.topic
+        topic: str = self.message.topic  # any driver's message (duck-typed: message is Any)
+        return topic
 
     @property
     def partition(self) -> int:
-        return self.message.partition
+        partition: int = self.message.partition
+        return partition
 
     @property
     def offset(self) -> int:
-        return self.message.offset
+        offset: int = self.message.offset
+        return offset
 
     @property
     def timestamp(self) -> int | None:
         """The broker's timestamp in ms (``event.message.timestamp`` is seconds, as in Faust)."""
-        return self.message.timestamp_ms
+        stamp: int | None = self.message.timestamp_ms
+        return stamp
 
     async def forward(self, channel: Any, key: Any = _SAME, value: Any = _SAME, *, partition: int | None = None,
                       headers: Any = _SAME) -> Any:
@@ -89,11 +93,13 @@ class Event(msgspec.Struct, eq=False):
         if stream is None:
             raise RuntimeError("event.ack() is for events of a stream.noack() stream; others are acked when the "
                                "agent asks for the next record")
-        return stream.ack(self)
+        acked: bool = stream.ack(self)
+        return acked
 
     def header(self, name: str) -> bytes | None:
         """The first value of header ``name`` (None when absent)."""
-        for key, value in self.message.headers or ():
+        headers: list[tuple[str, bytes]] = self.message.headers or []
+        for key, value in headers:
             if key == name:
                 return value
         return None

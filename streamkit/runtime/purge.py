@@ -14,7 +14,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Iterable
 
-from ..transport.base import TP, Consumer, Driver
+from ..transport.base import TP, Admin, Consumer, Driver
 from .loops import restarting
 
 log = logging.getLogger("streamkit.purge")
@@ -42,8 +42,8 @@ class RepartitionPurge:
         self.interval = interval
         self.purged: dict[TP, int] = {}  # the offset each partition was last purged below
         self.refusals = 0
-        self._admin = None
-        self._task: asyncio.Task | None = None
+        self._admin: Admin | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         if self.topics and self.interval > 0:

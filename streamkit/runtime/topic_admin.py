@@ -33,7 +33,7 @@ def _reason(driver: Driver, error: BaseException | None) -> str:
     return f"{said}{LIBRDKAFKA_FAILURES[-1]}" if LIBRDKAFKA_FAILURES else f"{said}no answer from the broker"
 
 
-async def connect_admin(driver: Driver, address: str, timeout: float):
+async def connect_admin(driver: Driver, address: str, timeout: float) -> Admin:
     """An started admin client whose first metadata call succeeded, or BrokerUnavailable (or a
     ConfigurationError at once when no retry can heal it: a host name that does not exist)."""
     await check_host_names(getattr(driver, "name", ""), address)

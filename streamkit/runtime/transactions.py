@@ -170,11 +170,11 @@ class TransactionalProducer(Producer):
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
                    headers: Headers | None = None, timestamp: int | None = None,
-                   track: bool = True) -> asyncio.Future | None:
+                   track: bool = True) -> asyncio.Future[Any] | None:
         if not self._open.is_set():  # a transaction is committing; the next one opens shortly
             source = processing.get()
             unit = self.task_of(source) if source is not None else None  # an Event, or a dead letter's Message
-            before = self.rollbacks.get(unit, 0)
+            before = self.rollbacks.get(unit, 0) if unit is not None else 0
             await self._open.wait()
             if unit is not None and self.rollbacks.get(unit, 0) != before:
                 # Its record's transaction was rolled back while this waited: the record is read
@@ -282,7 +282,7 @@ class TransactionalProducer(Producer):
         await producer.begin_transaction()
 
 
-def _dropped() -> asyncio.Future:
+def _dropped() -> asyncio.Future[Any]:
     """A delivery that will never happen, reported as done (see TransactionalProducer._route)."""
     future = asyncio.get_running_loop().create_future()
     future.set_result((-1, -1))  # (partition, offset) of nothing

@@ -77,8 +77,8 @@ class Runtime(PartitionOwnership, Service):
         self.fetch_rounds = 0  # consume loop iterations: a join's wait counts the fetches it waited
         self.is_leader = False
         self.rebalances = 0
-        self._loop_task: asyncio.Task | None = None
-        self._commit_task: asyncio.Task | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._commit_task: asyncio.Task[None] | None = None
         self.broker_watch: BrokerWatch | None = None
         self.purge: RepartitionPurge | None = None
         self._stopping = False
@@ -164,6 +164,7 @@ class Runtime(PartitionOwnership, Service):
             await self.membership.start()
         if self.app.tables:
             assert self._table_manager is not None, "an app with tables passes its table manager"
+            assert self.membership is not None  # started above for an app with tables
             self.tables = self._table_manager(self, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
             self.checkpoint.cache_limit = self.conf.table_cache_max_keys

@@ -307,7 +307,9 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 self.run = AgentRun(app_spec, agent_name)
             except Exception as exc:
                 raise task_failed(agent_name, BEFORE_ANY_RECORD, exc) from exc
-            self.fold = self.run.agent.fold
+            fold = self.run.agent.fold
+            assert fold is not None  # built for fold agents only (facade)
+            self.fold = fold
             self.state = handle.getValueState("state", state_schema)
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:

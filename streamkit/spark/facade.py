@@ -57,7 +57,9 @@ class SparkFacade:
     def _prepare_executors(self, session: "SparkSession") -> None:
         """On a cluster: send the app's package (and ``py_files``) and check that the executors
         import streamkit and the app (spark/shipping.py). ``local[N]`` shares the driver's path."""
-        if is_local(session.sparkContext.master):
+        master = session.sparkContext.master
+        assert master is not None  # a running SparkContext has its master URL
+        if is_local(master):
             return
         spec = spec_of(self.app)
         check_executors(session, spec, ship(session, spec, self.py_files))

@@ -101,12 +101,14 @@ def read_range(conf: dict[str, Any], topic: str, partition: int, start: int, end
             out, done = [], False
             for msg in messages:
                 err = msg.error()
+                offset = msg.offset()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        done = done or msg.offset() >= end
+                        assert offset is not None  # the event carries the partition's end
+                        done = done or offset >= end
                         continue
                     raise SparkKafkaError(f"reading {topic}[{partition}]: {err}")
-                offset = msg.offset()
+                assert offset is not None  # a fetched record has its offset
                 if offset >= end:
                     done = True
                     break

@@ -97,8 +97,10 @@ class _Target:
         return count
 
     @staticmethod
-    def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes | None, delivered: Any,
+    def _produce(producer: Producer, topic: str | None, key: bytes | None, value: bytes | None, delivered: Any,
                  **extra: Any) -> None:
+        if topic is None:  # a null in the topic column, and no topic option to fall back on
+            raise SparkKafkaError("a row has no topic: give every row a topic, or set option topic for those without")
         while True:
             try:
                 producer.produce(topic, value, key, on_delivery=delivered, **extra)
@@ -170,7 +172,9 @@ class StreamWriter(DataSourceStreamArrowWriter):
                              "transaction.timeout.ms": self.timeout_ms})
         producer.init_transactions(30)  # fences an earlier attempt and settles its transaction
         group = f"{self.prefix}-{query_id}-{task}"
-        marker = TopicPartition(self.marker_topic, 0)
+        marker_topic = self.marker_topic
+        assert marker_topic is not None  # exactly-once writes refuse to start without one (__init__)
+        marker = TopicPartition(marker_topic, 0)
         consumer = Consumer({**self.target.conf, "group.id": group, "enable.auto.commit": False,
                              "isolation.level": "read_committed"})
         try:
@@ -183,7 +187,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
             producer.begin_transaction()
             try:
                 count = self.target.produce_all(producer, iterator)
-                producer.send_offsets_to_transaction([TopicPartition(self.marker_topic, 0, batch_id + 1)],
+                producer.send_offsets_to_transaction([TopicPartition(marker_topic, 0, batch_id + 1)],
                                                      consumer.consumer_group_metadata(), 30)
                 producer.commit_transaction(120)
             except BaseException:

@@ -58,9 +58,9 @@ class Tee:
                 # A committing exactly-once checkpoint: no new record until it is over, though
                 # the source holds the other branches' (they finish theirs, then wait here too).
                 await self.source._past_barrier()  # noqa: SLF001 - a fan-out acks its source's records itself
-                event = await self.source.next_event()
-                assert event is not None
-                self.events.append(event)
+                pulled = await self.source.next_event()
+                assert pulled is not None
+                self.events.append(pulled)
 
     def _release(self) -> None:
         slowest = min(self.done)

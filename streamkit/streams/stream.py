@@ -297,11 +297,11 @@ class Stream(Chainable, Generic[T]):
             if batch.revoked:
                 continue
             return self._hand_out(batch, idx)
-        batch = self._batch
-        if batch is not None:
+        current = self._batch
+        if current is not None:
             idx = self._idx + 1
-            if idx < len(batch.events) and not batch.revoked:
-                return self._hand_out(batch, idx)
+            if idx < len(current.events) and not current.revoked:
+                return self._hand_out(current, idx)
             self._batch = None
         self.started = True  # waiting for records: the topology may be frozen (once per batch)
         return await self._next_batch(timeout)

@@ -293,7 +293,9 @@ class TableManager:
                 "committing its offsets")
 
     def _resume(self, tps: list[TP]) -> None:
-        self.runtime.pauses.release("recovery", tps)
+        pauses = self.runtime.pauses
+        assert pauses is not None  # set when the runtime started, before any recovery
+        pauses.release("recovery", tps)
         for callback in self.on_resumed:
             callback(tps)
 

@@ -18,7 +18,7 @@ writes no marks; readers of an exactly-once app ignore marks an earlier at-least
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import orjson
 
@@ -63,9 +63,10 @@ def cut(items: list, start: int, end: int) -> list:
 
 def put_all(target: dict[bytes, bytes | None], keys: list[bytes | None], values: list[bytes | None]) -> None:
     """``target[key or b""] = value`` for each pair in order, at dict speed."""
-    target.update(zip(keys, values, strict=True))
-    if None in target:  # a record without a key (not a table's): stored under b"", as one by one
-        del target[None]
+    loose: dict[Any, bytes | None] = target  # None keys go in for a moment: taken out below
+    loose.update(zip(keys, values, strict=True))
+    if None in loose:  # a record without a key (not a table's): stored under b"", as one by one
+        del loose[None]
         for key, value in zip(keys, values, strict=True):
             target[key or b""] = value
 

@@ -161,7 +161,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
         tps = list(stores)
         # an outage as the restore begins is waited out (it halted the worker: chaos, outage10)
         ends = await retry_while_unreachable(lambda: consumer.end_offsets(tps), "changelog end offsets")
-        starts = {tp: (stores[tp].offset + 1 if stores[tp].offset is not None else 0) for tp in tps}
+        starts = {tp: (offset + 1 if (offset := stores[tp].offset) is not None else 0) for tp in tps}
         progress.total += sum(max(0, ends[tp] - starts[tp]) for tp in tps)
         for tp in tps:
             progress.per_partition[tp] = [0, max(0, ends[tp] - starts[tp])]

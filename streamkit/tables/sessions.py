@@ -107,7 +107,7 @@ class SessionTable(WindowedTable):
 
     def _make_windowed(self, window: Window) -> None:
         super()._make_windowed(window)
-        self.key_codec = SessionKeyCodec(self.key_codec.user)  # type: ignore[assignment]
+        self.key_codec = SessionKeyCodec(self._user_key_codec)  # type: ignore[assignment]
         self.entries.key_codec = self.key_codec
 
     def _new_state(self, part: TablePartition) -> _PartitionWindows:
@@ -183,7 +183,7 @@ class SessionTable(WindowedTable):
         _, part = self._locate_key(key, writing=False)
         state = self._state(part.number)
         assert isinstance(state, _PartitionSessions)
-        for (start, end), key_bytes in state.open.get(self.key_codec.user.encode(key) or b"", {}).items():
+        for (start, end), key_bytes in state.open.get(self._user_key_codec.encode(key) or b"", {}).items():
             if start <= ts <= end:
                 value = self._read(key_bytes, part)
                 if value is not _MISSING:

@@ -18,7 +18,7 @@ class SetCodec(JsonCodec):
     """A set of ``element_type`` as the JSON list of its elements (module docstring)."""
 
     def __init__(self, element_type: Any) -> None:
-        super().__init__(list[element_type])  # type: ignore[valid-type]
+        super().__init__(list[element_type])
         self.element_type = element_type
 
     def encode(self, obj: Any) -> bytes | None:

@@ -111,7 +111,7 @@ class SlidingTable(WindowedTable):
 
     def _make_windowed(self, window: Window) -> None:
         super()._make_windowed(window)
-        self.key_codec = SlidingKeyCodec(self.key_codec.user)  # type: ignore[assignment]
+        self.key_codec = SlidingKeyCodec(self._user_key_codec)  # type: ignore[assignment]
         self.entries.key_codec = self.key_codec
 
     def _new_state(self, part: TablePartition) -> _PartitionWindows:
@@ -230,7 +230,7 @@ class SlidingTable(WindowedTable):
     def read(self, key: Any, ts: int) -> Any:
         """The aggregate over ``[ts - size, ts]``: the key's records of the last ``size``."""
         _, part = self._locate_key(key, writing=False)
-        return self._or_default(self._read_at(part, self.key_codec.user.encode(key) or b"", ts))
+        return self._or_default(self._read_at(part, self._user_key_codec.encode(key) or b"", ts))
 
     def _read_at(self, part: TablePartition, user: bytes, ts: int) -> Any:
         state = self._state(part.number)
@@ -245,7 +245,7 @@ class SlidingTable(WindowedTable):
 
     def current_items(self, ts: int) -> Iterator[tuple[Any, Any]]:
         """``(key, aggregate over [ts - size, ts])`` of each key with records in that span."""
-        decode = self.key_codec.user.decode
+        decode = self._user_key_codec.decode
         for number, part in list(self.local.items()):
             state = self._state(number)
             assert isinstance(state, _PartitionSliding)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import Iterator
+from typing import Iterator, cast
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch
 
@@ -135,7 +135,8 @@ class RocksStore(Store):
             self._sources = sources
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
-        return iter(self._db.items())
+        # raw mode: bytes keys and values (the stub types any Rdict's keys and values)
+        return iter(cast("Iterator[tuple[bytes, bytes]]", self._db.items()))
 
     @property
     def offset(self) -> int | None:

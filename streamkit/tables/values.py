@@ -26,7 +26,7 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from functools import partial
 from operator import is_not
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 import msgspec
 import orjson
@@ -51,7 +51,7 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _class(name: str) -> type:
+def _class(name: str) -> type[Any]:
     module, _, qualname = name.partition(":")
     obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
@@ -188,7 +188,7 @@ def _all_plain_json(values: Sequence[bytes | None]) -> bool:
     """True if every value is None or JSON without a tag: a parse decides it (no decode).
     C-level loops only (one search of the joined values for the tag, a ``map`` of the parser):
     half the cost of a Python loop over the values, the biggest step of a restore."""
-    present = list(filter(_is_present, values))
+    present = cast("list[bytes]", list(filter(_is_present, values)))  # a C-level filter mypy cannot follow
     if b"" in present or _TAGGED in b"\x00".join(present):  # the tag holds no NUL: no match spans two
         return False
     try:
@@ -231,6 +231,7 @@ class TableEntries:
             raise TypeError(f"a table with a {self.value_codec.name} value codec needs key_type= declared "
                             f"for keys of type {type(key).__name__}")
         encoded = self.value_codec.encode(value)
+        assert encoded is not None  # a value that is not None encodes to bytes
         return bytes(memoryview(orjson.dumps({TAG: "kv", "k": tag(key), "v": orjson.Fragment(encoded)})))
 
     def bad_values(self, values: Sequence[bytes | None]) -> list[tuple[int, BaseException]]:

@@ -37,6 +37,7 @@ from .table import _MISSING, DELETED, Table, TablePartition
 from .values import TableEntries
 
 if TYPE_CHECKING:
+    from ..codecs import Codec
     from ..topics import Topic
 
 log = logging.getLogger("streamkit.windows")
@@ -221,6 +222,7 @@ class WindowedTable(Table):
     late_records: int
     windows_closed: int
     _windows: dict[int, _PartitionWindows]
+    _user_key_codec: Codec  # the table's own key codec, inside the window key codec
 
     def _make_windowed(self, window: Window) -> None:
         self.window = window
@@ -229,6 +231,7 @@ class WindowedTable(Table):
         self.windows_closed = 0
         self._windows = {}
         self._emitting: dict[int, tuple[list[tuple[bytes, Any]], list[tuple[Any, str]]]] = {}
+        self._user_key_codec = self.key_codec
         self.key_codec = WindowKeyCodec(self.key_codec)  # type: ignore[assignment]
         self._placements = {}  # placed by the plain key codec
         self.entries = WindowedEntries(self.key_codec, self.value_codec, key_declared=self.entries.key_declared)
@@ -238,7 +241,7 @@ class WindowedTable(Table):
         return partition_for_key(user, self.partitions)
 
     def user_partition(self, key: Any) -> int:
-        return partition_for_key(self.key_codec.user.encode(key) or b"", self.partitions)
+        return partition_for_key(self._user_key_codec.encode(key) or b"", self.partitions)
 
     key_partition = user_partition
 
@@ -255,7 +258,7 @@ class WindowedTable(Table):
 
     def _locate_key(self, key: Any, *, writing: bool) -> tuple[bytes, TablePartition]:
         """``key``'s own bytes (no window) and its partition, encoded once."""
-        user = self.key_codec.user.encode(key) or b""
+        user = self._user_key_codec.encode(key) or b""
         return user, self._partition(partition_for_key(user, self.partitions), key, writing)
 
     def _rebuild(self, part: TablePartition) -> _PartitionWindows:
@@ -434,7 +437,7 @@ class WindowedTable(Table):
         emits, late = self._emitting.pop(number, ([], []))
         for key_bytes, value in emits:
             user, start, end = self._span(key_bytes)
-            key = self.key_codec.user.decode(user)
+            key = self._user_key_codec.decode(user)
             out.append((key, WindowRange(start / 1000, end / 1000), value, user))
         self.windows_closed += len(out)
         return out, [(message, LateRecord(reason)) for message, reason in late]

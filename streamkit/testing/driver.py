@@ -218,6 +218,7 @@ class TestDriver:
             for m in part:
                 if m.offset in hidden or m.offset >= stable:
                     continue
+                assert m.timestamp is not None  # the memory broker stamps every record it appends
                 out.append(SentRecord(target.key_codec.decode(m.key), target.value_codec.decode(m.value), m.partition,
                                       m.offset, m.timestamp, list(m.headers or [])))
         return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Iterator
+from typing import Any, Generator, Iterator
 
 import pytest
 
@@ -149,7 +149,7 @@ _FAILED: set[str] = set()  # node ids of tests that failed in any phase
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None]:
     outcome = yield
     if outcome.get_result().failed:
         _FAILED.add(item.nodeid)

@@ -40,11 +40,11 @@ class BatchedSends:
         self.pending = pending
         self.open: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
         self.full: deque[tuple[str, int, Any]] = deque()
-        self.tracked: dict[int, list[tuple[asyncio.Future, Any]]] = {}  # id(builder) -> (future, metadata)
+        self.tracked: dict[int, list[tuple[asyncio.Future[Any], Any]]] = {}  # id(builder) -> (future, metadata)
         self.work = asyncio.Event()  # something is queued
         self.filled = asyncio.Event()  # a batch is full: no need to linger
         self.lock = asyncio.Lock()  # one hand-over at a time, so a partition's batches keep order
-        self.sender: asyncio.Task | None = None
+        self.sender: asyncio.Task[None] | None = None
         self.generation = 0  # bumped by discard(): a hand-over in progress stops
         self._partitions: dict[str, tuple[int, list[int], list[int]]] = {}  # topic -> (refresh, all, available)
 
@@ -67,7 +67,7 @@ class BatchedSends:
 
     def try_add(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None,
                 headers: Sequence[tuple[str, bytes]] | None, timestamp: int | None,
-                future: asyncio.Future | None = None) -> bool:
+                future: asyncio.Future[Any] | None = None) -> bool:
         """Queue one record (``future``, when given, gets its RecordMetadata or its error); False
         when it must take ``send`` (no metadata yet, a record larger than a batch, or too many
         full batches waiting for aiokafka)."""
@@ -176,13 +176,13 @@ def transaction_error(client: Any) -> BaseException | None:
     future nobody awaits and answers later sends only "Can't send messages while not in
     transaction". Reading it also spares asyncio's "exception was never retrieved"."""
     manager = getattr(client, "_txn_manager", None)
-    waiter = manager.wait_for_transaction_end() if manager is not None else None
+    waiter: asyncio.Future[Any] | None = manager.wait_for_transaction_end() if manager is not None else None
     if waiter is None or not waiter.done() or waiter.cancelled():
         return None
     return waiter.exception()
 
 
-def _settle_from(records: list[tuple[asyncio.Future, Any]], batch: asyncio.Future) -> None:
+def _settle_from(records: list[tuple[asyncio.Future[Any], Any]], batch: asyncio.Future[Any]) -> None:
     if batch.cancelled():
         _settle(records, None, asyncio.CancelledError())
     elif batch.exception() is not None:
@@ -191,7 +191,7 @@ def _settle_from(records: list[tuple[asyncio.Future, Any]], batch: asyncio.Futur
         _settle(records, batch.result(), None)
 
 
-def _settle(records: list[tuple[asyncio.Future, Any]] | None, batch: Any, error: BaseException | None) -> None:
+def _settle(records: list[tuple[asyncio.Future[Any], Any]] | None, batch: Any, error: BaseException | None) -> None:
     """Each record's future from its batch's outcome: RecordMetadata at the batch's base offset
     plus the record's own, as aiokafka's per-record futures give."""
     for future, metadata in records or ():

@@ -50,7 +50,7 @@ from .security import aiokafka_common, compression
 log = logging.getLogger(__name__)
 
 
-class _Listener(ConsumerRebalanceListener):
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]  # aiokafka ships no type hints
     def __init__(self, on_assigned: RebalanceCallback, on_revoked: RebalanceCallback,
                  on_lost: RebalanceCallback | None = None, session_lost: Callable[[], bool] = lambda: False) -> None:
         self._on_assigned = on_assigned
@@ -121,7 +121,8 @@ class AiokafkaConsumer(Consumer):
         self._client.subscribe(topics=topics, listener=listener)
 
     async def position(self, tp: TP) -> int | None:
-        return await self._client.position(TopicPartition(*tp))
+        position: int | None = await self._client.position(TopicPartition(*tp))  # aiokafka ships no type hints
+        return position
 
     async def check_connection(self, timeout: float) -> None:
         await asyncio.wait_for(self._client._client.fetch_all_metadata(), timeout)  # noqa: SLF001 - aiokafka's admin exposes no public client
@@ -166,7 +167,8 @@ class AiokafkaConsumer(Consumer):
 
     def highwater(self, tp: TP) -> int | None:
         try:
-            return self._client.highwater(TopicPartition(*tp))
+            highwater: int | None = self._client.highwater(TopicPartition(*tp))  # aiokafka ships no type hints
+            return highwater
         except Exception:  # not assigned any more
             return None
 
@@ -244,7 +246,7 @@ class AiokafkaProducer(Producer):
         headers: list[tuple[str, bytes]] | None = None,
         timestamp: int | None = None,
         track: bool = True,
-    ) -> asyncio.Future:
+    ) -> asyncio.Future[Any]:
         batches = self._batches
         if batches is not None:
             fut = asyncio.get_running_loop().create_future()
@@ -253,11 +255,11 @@ class AiokafkaProducer(Producer):
             if batches.queued:
                 await batches.hand_over()  # records queued before this one go before it
         keep_in_metadata(self._client, topic)
-        fut = await self._client.send(
+        sent: asyncio.Future[Any] = await self._client.send(
             topic, value=value, key=key, partition=partition, timestamp_ms=timestamp, headers=headers
         )
-        self._pending.add(fut, topic)
-        return fut
+        self._pending.add(sent, topic)
+        return sent
 
     async def flush(self) -> None:
         if self._batches is not None:
@@ -411,7 +413,7 @@ def _set_on_topic(entry: Any) -> bool:
     (1: DYNAMIC_TOPIC_CONFIG)."""
     if len(entry) == 5:
         return not entry[3]
-    return entry[3] == 1
+    return bool(entry[3] == 1)
 
 
 def reads_changelogs_with_librdkafka(settings: Settings) -> bool:

@@ -9,9 +9,24 @@ from __future__ import annotations
 
 from itertools import repeat
 from operator import attrgetter
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, cast
 
 import msgspec
+
+from .base import Message
+
+
+class ConsumerRecord(Protocol):
+    """The fields of aiokafka's ``ConsumerRecord`` read here (aiokafka ships no type hints)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes]]
+    timestamp: int | None
+
 
 _key_of = attrgetter("_record.key")
 _value_of = attrgetter("_record.value")
@@ -22,7 +37,7 @@ class FetchedRecord(msgspec.Struct, eq=False):
     is kept as a field: a table checks it at every write (``Table._partition``). A
     ``msgspec.Struct`` for its C constructor, as ``confluent_fetched.FetchedMessage``."""
 
-    _record: Any
+    _record: ConsumerRecord
     partition: int
 
     @property
@@ -64,11 +79,12 @@ class FetchedRecord(msgspec.Struct, eq=False):
         return list(map(_key_of, messages)), list(map(_value_of, messages))
 
 
-def as_message(record: Any) -> FetchedRecord:
-    """One record as a message (a bulk reader's ``Columns.message``)."""
-    return FetchedRecord(record, record.partition)
+def as_message(record: Any) -> Message:
+    """One record as a message (a bulk reader's ``Columns.message``); a ``FetchedRecord``
+    offers every field of a ``Message`` (duck-typed, hence the cast)."""
+    return cast(Message, FetchedRecord(record, record.partition))
 
 
-def as_messages(records: list[Any], partition: int) -> list[FetchedRecord]:
-    """One partition's fetched records as messages."""
-    return list(map(FetchedRecord, records, repeat(partition)))
+def as_messages(records: list[Any], partition: int) -> list[Message]:
+    """One partition's fetched records as messages (``FetchedRecord`` views, as ``as_message``)."""
+    return cast("list[Message]", list(map(FetchedRecord, records, repeat(partition))))

@@ -11,7 +11,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, NamedTuple, Sequence
 
 from ..errors import TransactionsUnsupported
 
@@ -73,7 +73,8 @@ def delivery_position(result: Any) -> tuple[int, int]:
     """``(partition, offset)`` from any driver's delivery result."""
     if hasattr(result, "offset"):  # aiokafka's RecordMetadata (a NamedTuple of more fields)
         return result.partition, result.offset
-    return result
+    position: tuple[int, int] = result  # the other drivers': (partition, offset) already
+    return position
 
 
 class Message:
@@ -112,7 +113,8 @@ class Message:
 def keys_and_values(messages: Sequence[Any]) -> tuple[list[bytes | None], list[bytes | None]]:
     """Every record's key and value, in two lists. A driver whose message type reads its fields
     through calls (librdkafka's) gives it a ``keys_and_values`` of its own, in C-level loops."""
-    own = getattr(type(messages[0]), "keys_and_values", None)
+    own: Callable[[Sequence[Any]], tuple[list[bytes | None], list[bytes | None]]] | None = getattr(
+        type(messages[0]), "keys_and_values", None)
     if own is not None:
         return own(messages)
     return [m.key for m in messages], [m.value for m in messages]
@@ -147,7 +149,8 @@ class PartitionInfo:
     isr: list[int]
 
 
-RebalanceCallback = Callable[[list[TP]], Awaitable[None]]
+# a coroutine function: the confluent driver runs it from librdkafka's thread (run_coroutine_threadsafe)
+RebalanceCallback = Callable[[list[TP]], Coroutine[Any, Any, None]]
 
 
 class GroupProtocol(StrEnum):
@@ -289,7 +292,7 @@ class Producer(abc.ABC):
         headers: Headers | None = None,
         timestamp: int | None = None,
         track: bool = True,
-    ) -> asyncio.Future | None:
+    ) -> asyncio.Future[Any] | None:
         """Queue one record (waiting only while the client's buffer is full).
 
         With ``track`` the returned future resolves to ``(partition, offset)`` once the broker

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, ParamSpec, Sequence, TypeVar
 
 from confluent_kafka import OFFSET_STORED, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Consumer as CKConsumer
@@ -59,6 +59,9 @@ log = logging.getLogger("streamkit.confluent")
 _REFUSED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)  # missing ACLs
 log.addFilter(RateLimitFilter())  # per-fetch client errors during an outage: one line per 30 s
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 
 def _logged(fn: Any) -> None:
     try:
@@ -67,7 +70,7 @@ def _logged(fn: Any) -> None:
         log.warning("consumer call failed: %r", exc)
 
 
-def _settle(future: asyncio.Future, value: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
     if future.done():
         return
     if error is not None:
@@ -132,15 +135,15 @@ class ConfluentConsumer(Consumer):
         self._call_pool = ThreadPoolExecutor(1, thread_name_prefix="streamkit-kafka-call")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.protocol = protocol
-        self._subscription: tuple[list[str], Any, Any] = ([], None, None)
+        self._subscription: tuple[list[str], Any, Any, Any] = ([], None, None, None)
         self._group_metadata: Any = None
         self._closed = False
         self._rebalancing = False
         self._rejoin_pending = False
         self._failed_commits: set[TP] = set()
-        self._inline_calls: queue.Queue = queue.Queue()
+        self._inline_calls: queue.Queue[tuple[Any, asyncio.Future[Any] | None]] = queue.Queue()
         self._inline_lock = threading.Lock()
-        self._ordered: collections.deque[tuple[Any, asyncio.Future | None]] = collections.deque()
+        self._ordered: collections.deque[tuple[Any, asyncio.Future[Any] | None]] = collections.deque()
 
     @property
     def client(self) -> CKConsumer:
@@ -160,7 +163,7 @@ class ConfluentConsumer(Consumer):
         self._fetch_pool.shutdown(wait=False)
         self._call_pool.shutdown(wait=False)
 
-    def _bridge(self, callback: RebalanceCallback):
+    def _bridge(self, callback: RebalanceCallback) -> Callable[[Any, list[TopicPartition]], None]:
         def on_change(_consumer: Any, partitions: list[TopicPartition]) -> None:
             tps = [TP(p.topic, p.partition) for p in partitions]
             loop = self._loop
@@ -195,7 +198,7 @@ class ConfluentConsumer(Consumer):
         return on_change
 
     @staticmethod
-    def _run_inline(loop: asyncio.AbstractEventLoop, fn: Any, result: asyncio.Future | None) -> None:
+    def _run_inline(loop: asyncio.AbstractEventLoop, fn: Any, result: asyncio.Future[Any] | None) -> None:
         try:
             value = fn()
         except BaseException as exc:  # handed back to the awaiting coroutine
@@ -207,7 +210,7 @@ class ConfluentConsumer(Consumer):
             if result is not None:
                 loop.call_soon_threadsafe(_settle, result, value, None)
 
-    def _inline(self, fn: Any, result: asyncio.Future | None) -> bool:
+    def _inline(self, fn: Any, result: asyncio.Future[Any] | None) -> bool:
         """Queue ``fn`` for the fetch thread if a rebalance callback is blocking it."""
         with self._inline_lock:
             if not self._rebalancing:
@@ -316,7 +319,7 @@ class ConfluentConsumer(Consumer):
         self._in_order(fn, result)
         return await result
 
-    def _in_order(self, fn: Any, result: asyncio.Future | None) -> None:
+    def _in_order(self, fn: Any, result: asyncio.Future[Any] | None) -> None:
         """Queue a group operation; whichever runs first of the pool's turn and a rebalance
         callback's inline turn runs everything queued so far, in the order it was asked. (A pause
         queued behind a fetch and a resume asked inline during the rebalance that fetch ran into
@@ -346,10 +349,10 @@ class ConfluentConsumer(Consumer):
             parts = _tps(tps)
             self._submit(lambda: self.client.resume(parts))
 
-    async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    async def _call(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
         """Lookups that do not touch the group (watermarks, committed offsets): another thread."""
         loop = asyncio.get_running_loop()
-        result = loop.create_future()
+        result: asyncio.Future[_R] = loop.create_future()
         if self._inline(lambda: fn(*args, **kwargs), result):  # the callback blocks the fetch thread
             return await result
         return await loop.run_in_executor(self._call_pool, lambda: fn(*args, **kwargs))
@@ -551,8 +554,9 @@ class ConfluentAdmin(Admin):
             try:
                 await asyncio.wrap_future(fut)
             except KafkaException as exc:
-                if exc.args[0].code() not in (KafkaError.GROUP_ID_NOT_FOUND,):
-                    return exc.args[0].str()
+                error: KafkaError = exc.args[0]
+                if error.code() not in (KafkaError.GROUP_ID_NOT_FOUND,):
+                    return error.str()
         return None
 
     async def set_group_config(self, group: str, values: dict[str, str]) -> dict[str, str]:

@@ -35,6 +35,8 @@ from .partitioner import partition_for_key
 from .pending import PendingDeliveries
 
 _BROKERS: dict[str, "MemoryBroker"] = {}
+# a record as MemoryBroker.append takes it: topic, key, value, partition, headers, timestamp
+_Record = tuple[str, bytes | None, bytes | None, int | None, Any, int | None]
 
 
 class MemoryBroker:
@@ -46,7 +48,7 @@ class MemoryBroker:
         self.committed: dict[str, dict[TP, int]] = {}
         self.groups: dict[str, list["MemoryConsumer"]] = {}
         self.auto_create_partitions = auto_create_partitions
-        self._waiters: list[asyncio.Future] = []
+        self._waiters: list[asyncio.Future[None]] = []
         self._round_robin = itertools.count()
         self.txn_epochs: dict[str, int] = {}
         self.open_txns: dict[str, "_Txn"] = {}
@@ -385,7 +387,7 @@ class MemoryProducer(Producer):
         self._epoch = -1
         self._txn: _Txn | None = None
         self._pending = PendingDeliveries()
-        self._buffer: list[tuple[asyncio.Future, tuple[Any, ...], float, _Txn | None]] = []
+        self._buffer: list[tuple[asyncio.Future[Any], _Record, float, _Txn | None]] = []
 
     async def start(self) -> None:
         pass
@@ -394,7 +396,7 @@ class MemoryProducer(Producer):
         self._drain()
 
     async def send(self, topic: str, key: bytes | None, value: bytes | None, *, partition: int | None = None,
-                   headers: Any = None, timestamp: int | None = None, track: bool = True) -> asyncio.Future:
+                   headers: Any = None, timestamp: int | None = None, track: bool = True) -> asyncio.Future[Any]:
         if self.transactional_id is not None:
             self._check()
             if self._txn is None:
@@ -432,7 +434,7 @@ class MemoryProducer(Producer):
         self._pending.add(fut, topic)
         return True
 
-    def _deliver(self, fut: asyncio.Future, record: tuple[Any, ...], txn: "_Txn | None") -> None:
+    def _deliver(self, fut: asyncio.Future[Any], record: _Record, txn: "_Txn | None") -> None:
         try:
             fut.set_result(self.broker.append(*record, txn))
         except Exception as exc:  # surfaced at flush like a real delivery failure

@@ -56,7 +56,8 @@ def _librdkafka_partitioner() -> Callable[[bytes, int], int] | None:
 
 
 def _python_partition(key: bytes, partitions: int) -> int:
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(key)  # aiokafka ships no type hints
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 _SAMPLES = [(bytes(i % 251 for i in range(length)), n) for length in range(65) for n in (3, 1000)]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 
 class DeliveryFailed(Exception):
@@ -36,10 +37,10 @@ class PendingDeliveries:
     __slots__ = ("_futures", "_topics")
 
     def __init__(self) -> None:
-        self._futures: list[asyncio.Future] = []
+        self._futures: list[asyncio.Future[Any]] = []
         self._topics: list[str] = []  # each future's topic, for the failure message
 
-    def add(self, fut: asyncio.Future, topic: str = "") -> None:
+    def add(self, fut: asyncio.Future[Any], topic: str = "") -> None:
         self._futures.append(fut)
         self._topics.append(topic)
 
@@ -86,6 +87,6 @@ class PendingDeliveries:
                 fut.add_done_callback(_read_outcome)
 
 
-def _read_outcome(fut: asyncio.Future) -> None:
+def _read_outcome(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()

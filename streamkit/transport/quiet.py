@@ -79,7 +79,8 @@ def with_reconnect_backoff(client: Any) -> Any:
 _classes: dict[type, type] = {}
 
 
-def _backoff_class(base: type) -> type:
+def _backoff_class(base: Any) -> type:
+    """``base``: aiokafka's client class (aiokafka ships no type hints)."""
     cls = _classes.get(base)
     if cls is not None:
         return cls

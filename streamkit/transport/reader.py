@@ -43,7 +43,7 @@ class Reader:
     task (the runtime's ``loops.restarting``, a layer above): an error of ``handle`` restarts the
     read with a log line, never leaves a dead reader behind."""
 
-    def __init__(self, consumer: Consumer, handle: Callable[[TP, list[Message]], None], *, name: str,
+    def __init__(self, consumer: Consumer, handle: Callable[[TP, list[Message]], Awaitable[None] | None], *, name: str,
                  supervise: Supervise) -> None:
         self.consumer = consumer
         self._task = supervise(name, lambda: read_forever(consumer, handle, name=name))

@@ -54,7 +54,7 @@ def _token_provider(token: Callable[[], tuple[str, float]]) -> Any:
     """aiokafka's token provider around the setting's function (run in a thread: it may block)."""
     from aiokafka.abc import AbstractTokenProvider
 
-    class TokenProvider(AbstractTokenProvider):
+    class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]  # aiokafka ships no type hints
         async def token(self) -> str:
             value, _expiry = await asyncio.to_thread(token)
             return value

@@ -16,6 +16,7 @@ from aiohttp import web
 from ..codecs import JsonCodec
 from ..errors import DecodeError
 from ..models.record import dumps
+from ..settings import Secret
 from ..transport.base import TP
 from ..transport.partitioner import partition_for_key
 from .tls import client_context
@@ -64,7 +65,7 @@ async def forward(app: "App", request: web.Request, url: str) -> web.Response:
     headers = {FORWARDED: "1"}
     token = app.conf.web_auth_token
     if token:
-        headers["Authorization"] = f"Bearer {token.reveal()}"
+        headers["Authorization"] = f"Bearer {token.reveal() if isinstance(token, Secret) else token}"
     elif "Authorization" in request.headers:  # a page's own scheme: passed on as it came
         headers["Authorization"] = request.headers["Authorization"]
     target = url.rstrip("/") + request.rel_url.path_qs

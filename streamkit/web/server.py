@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..models.record import dumps
+from ..settings import Secret
 from .binding import Listeners, bind_web
 from .metrics import Metrics
 from .routing import decode_url_key, error, route_key
@@ -88,8 +89,9 @@ class WebServer:
     @web.middleware
     async def _auth(self, request: web.Request, handler: Any) -> web.StreamResponse:
         token = self.app.conf.web_auth_token
+        secret = token.reveal() if isinstance(token, Secret) else token
         if token and not hmac.compare_digest(request.headers.get("Authorization", "").encode(),
-                                             f"Bearer {token.reveal()}".encode()):  # constant time
+                                             f"Bearer {secret}".encode()):  # constant time
             return error(401, "missing or wrong bearer token")
         return await handler(request)
 
@@ -132,6 +134,7 @@ class WebServer:
         if tasks is not None:
             body.update(tasks.describe(progress.per_partition if progress is not None else None))
         if not broker_ok:
+            assert watch is not None  # the broker is reported down by a watch only
             body["broker"] = {"reachable": False, "down_for_s": round(watch.down_for, 1), "error": watch.last_error}
         if progress is not None and progress.active:
             body["recovery"] = {"done": progress.done, "total": progress.total, "rate": round(progress.rate, 1),
