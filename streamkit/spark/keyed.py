@@ -71,7 +71,7 @@ class _PlanningStream(Stream):
         self.grouped = (key, name, key_type)
         return self
 
-    def join(self, table: Any, *, on: Any = None, how: str = "inner", as_of: bool = False) -> "Stream":
+    def join(self, table: Any, *, on: Any = None, how: str = "inner", as_of: bool = False) -> Any:
         """A stream-table join: its table's changelog becomes a second input (spark/keyed.py);
         ``on=`` re-keys the stream as the worker's join does (joins/lookup.py)."""
         from ..joins.lookup import key_function
