@@ -187,7 +187,7 @@ class Settings:
     default of 700 re-scans every in-flight batch many times: a third of the hot path's time).
     Above the objects a fetched batch keeps alive (10,000 records), most die before a
     collection sees them: at 20,000 the collector still took ~7% of a worker's CPU and its
-    middle-generation passes paused the loop 45-100 ms (benchmarks/README.md, round 10).
+    middle-generation passes paused the loop 45-100 ms (docs/decisions/0008-gc-young-threshold.md).
     Startup objects are frozen out of full collections. 0 leaves the collector alone."""
     stream_buffer_batches: int = 8
     """Batches queued per stream before the consumer loop waits (backpressure)."""

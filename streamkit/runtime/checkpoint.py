@@ -132,7 +132,8 @@ class Checkpoint:
             # (the latency tail). What they write meanwhile goes into the write caches, so a
             # guard stops them once caches and snapshot reach the cache limit: unguarded, a
             # flush slowed by the streams going on let the caches of a 3M distinct-key run grow
-            # to 270k keys and its RSS to 1,377 MB against 666 (benchmarks/README.md, round 7).
+            # to 270k keys and its RSS to 1,377 MB against 666
+            # (docs/decisions/0005-checkpoint-streams-go-on-through-the-flush.md).
             barrier = self.router.barrier
             guard: asyncio.Task[None] | None = None
             if self.participants:

@@ -439,7 +439,7 @@ class AiokafkaDriver(Driver):
     def changelog_reader(self) -> Consumer:
         """librdkafka, which confluent-kafka (a dependency) ships: it parses fetches in C on its
         own threads, and restores ran ~1.4x faster with it than with aiokafka on Kafka 4.1
-        (benchmarks/README.md, round 16). aiokafka where ``consumer_config`` holds native
+        (docs/decisions/0011-changelogs-read-by-librdkafka.md). aiokafka where ``consumer_config`` holds native
         settings: they are aiokafka's, librdkafka would refuse or misread them."""
         if not reads_changelogs_with_librdkafka(self.settings):
             return self.consumer(None)

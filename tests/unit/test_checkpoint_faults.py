@@ -233,7 +233,7 @@ async def test_at_least_once_streams_with_tables_go_on_while_a_checkpoint_waits_
 async def test_at_least_once_streams_wait_once_the_write_caches_fill_during_a_flush(tmp_path):
     """Going on through a flush, the caches grow while it runs: once they and the snapshot hold
     table_cache_max_keys keys, streams wait for the flush (a worker over many distinct keys took
-    twice the memory without that bound: benchmarks/README.md, round 7)."""
+    twice the memory without that bound: docs/decisions/0005-checkpoint-streams-go-on-through-the-flush.md)."""
     name = f"guard-{uuid.uuid4().hex[:6]}"
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://",
                  data_dir=str(tmp_path), commit_interval=30, table_cache_max_keys=60)
