@@ -43,12 +43,12 @@ def spark(windows_app):
     session.stop()
 
 
-def clicks(module, count):
+def clicks(module, count, shift=0):
     """(key, value, timestamp): 100 ms apart, every 7th 3 s early (inside most graces), every 29th
     40 s early (late for the short windows), 8 users, 5 pages."""
     out = []
     for i in range(count):
-        at = T0 + i * 100
+        at = T0 + shift + i * 100
         if i % 29 == 28:
             at -= 40_000
         elif i % 7 == 6:
@@ -84,16 +84,19 @@ def source(windows_app, broker_address):
     return produce(broker_address, topic.name, clicks(windows_app, N_CLICKS), windows_app.PARTITIONS, windows_app)
 
 
-def run_worker_until_done(app, total, timeout=90.0):
-    """Run the worker until both agents committed every record: the clicks and the repartitioned ones."""
+def run_worker_until_done(app, total, repartitioned=None, timeout=90.0):
+    """Run the worker until its agents committed every record: ``total`` clicks, and
+    ``repartitioned`` (default: all of them) through the group_by's topic."""
+    repartitioned = total if repartitioned is None else repartitioned
+
     async def go():
         async with app.running():
             def done():
                 committed = app.runtime.checkpoint.committed
                 clicks = sum(o for tp, o in committed.items() if tp.topic.startswith("clicks-"))
                 pages = sum(o for tp, o in committed.items() if "repartition" in tp.topic)
-                return clicks >= total and pages >= total
-            await wait_for(done, timeout, message=f"{total} clicks committed by both agents")
+                return clicks >= total and pages >= repartitioned
+            await wait_for(done, timeout, message=f"{total} clicks committed by every agent")
     asyncio.run(go())
 
 
@@ -118,8 +121,12 @@ def test_every_window_type_on_spark_equals_the_worker(windows_app, spark, source
     isolation = "read_committed" if hides_aborted else "read_uncommitted"
     app, worker = windows_app.spark_app, windows_app.worker_app
     app.spark.use(spark)
+    from streamkit.spark.facade import handoff
+
     for agent in ("count_clicks", "count_pages", "count_weights"):
-        app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now").awaitTermination()
+        query = app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now")
+        query.awaitTermination()
+        handoff(app.spark, query)  # as `streamkit spark --available-now` does: a worker continues from here
     run_worker_until_done(worker, total)
     for kind in ("tumbling", "hopping", "sessions", "sliding", "pages"):
         on_spark = finals(broker_address, app.finals[kind].name, isolation)
@@ -138,3 +145,29 @@ def test_every_window_type_on_spark_equals_the_worker(windows_app, spark, source
     assert {dict(m.headers())["streamkit-stage"] for m in late_spark} == {b"window"}
     tumbling_finals = finals(broker_address, app.finals["tumbling"].name, isolation)
     assert sum(orjson.loads(v)["value"] for _, _, v in tumbling_finals.elements()) < total  # late ones dropped
+
+
+def test_a_worker_continues_the_windows_spark_left_open(windows_app, spark, source, broker_address, capabilities):
+    """After the backfill above, more clicks: the Spark app's worker restores the open windows and
+    each partition's stream time from the changelogs Spark wrote, continues from the offsets Spark
+    committed, and closes those windows itself. Its finals, added to Spark's, are the worker-only
+    app's finals over all the clicks, and the changelogs end equal."""
+    hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
+    isolation = "read_committed" if hides_aborted else "read_uncommitted"
+    app, worker = windows_app.spark_app, windows_app.worker_app
+    topic = app.topics[f"clicks-{windows_app.RUN}"].name
+    more = clicks(windows_app, 240, shift=720_000)  # 12 minutes on: past the page windows' 10-minute grace
+    producer = Producer({"bootstrap.servers": broker_address, "partitioner": "murmur2_random", "linger.ms": 5})
+    for key, value, at in more:
+        producer.produce(topic, key=key, value=value, timestamp=at)
+    assert producer.flush(30) == 0
+    total = source + len(more)
+    run_worker_until_done(worker, total)
+    run_worker_until_done(app, total, repartitioned=len(more))  # Spark re-keyed the first part in its query
+    for kind in ("tumbling", "hopping", "sessions", "sliding", "pages"):
+        both = finals(broker_address, app.finals[kind].name, isolation)
+        assert both == finals(broker_address, worker.finals[kind].name, "read_uncommitted"), kind
+        assert latest(broker_address, app.tables[kind].changelog.name, isolation) == latest(
+            broker_address, worker.tables[kind].changelog.name, "read_uncommitted"), kind
+    pages = finals(broker_address, app.finals["pages"].name, isolation)
+    assert pages  # the first minute's page windows closed on the worker, after Spark left them open
