@@ -366,6 +366,20 @@ class Stream(Chainable, Generic[T]):
         self._release_held()
         self._replay = []
 
+    async def batch_in_hand(self) -> list[Event]:
+        """The rest of the batch in hand (waiting for the next batch when none is), or the
+        records to hand out again after a failure, all held until ``ack_held``: a columnar
+        agent's unit of work (agents/columnar_body.py)."""
+        self._hold = True
+        self._release_held()
+        take = self._next_in_batch
+        events = [take() or await self.next_event()]  # without a timeout: an event
+        while self._replay:  # a failed unit comes again whole
+            events.append(await self.next_event())
+        while (event := take()) is not None:
+            events.append(event)
+        return events  # type: ignore[return-value]  # see above
+
     # -- iteration ----------------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[Any]:
