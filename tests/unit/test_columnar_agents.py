@@ -269,3 +269,15 @@ def test_a_columnar_agents_test_context_is_refused_with_what_to_do():
 
     with pytest.raises(ConfigurationError, match="RecordBatch directly"):
         f.test_context()
+
+
+def test_the_guides_columnar_example_is_the_one_the_tests_run():
+    """docs/guide.md shows examples/columnar_enrich.py's function (run on the broker and on Spark)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    guide = (root / "docs" / "guide.md").read_text()
+    snippet = re.search(r"### Columnar agents.*?```python\n(.*?)```", guide, re.S).group(1)
+    example = (root / "examples" / "columnar_enrich.py").read_text()
+    assert all(line in example.splitlines() for line in snippet.splitlines()), snippet
