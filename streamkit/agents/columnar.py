@@ -12,7 +12,7 @@ the other columns are the row's fields, encoded by each sink topic's value codec
 from __future__ import annotations
 
 import dataclasses
-import io
+import keyword
 import typing
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -39,7 +39,6 @@ def _pyarrow() -> Any:
     """pyarrow, or the one-line refusal naming the extra that installs it."""
     try:
         import pyarrow
-        import pyarrow.json  # noqa: F401 - the reader the decode uses
     except ImportError as exc:
         raise ConfigurationError(f"a columnar agent needs pyarrow on every worker: {EXTRA} ({exc})") from None
     return pyarrow
@@ -111,6 +110,10 @@ class Columnar:
             if not hasattr(sink_topic, "value_codec") or getattr(sink_topic, "is_channel", False):
                 raise ConfigurationError(f"{what}: sink {sink!r} is not a topic; a columnar agent's rows are encoded "
                                          "by the sink's codecs: sink to a topic (app.topic(...))")
+            if sink_topic.value_codec.name != "json":
+                raise ConfigurationError(f"{what}: sink {sink_topic.name} takes {sink_topic.value_codec.name} values; "
+                                         "a columnar agent writes each row as a JSON object: sink to a topic with a "
+                                         "Record value_type, or none")
             self.sinks.append(sink_topic)
         value_fields = _fields(value_type)
         clash = sorted({f.name for f in value_fields} & set(META_COLUMNS))
@@ -119,12 +122,12 @@ class Columnar:
                                      f"({', '.join(clash)}); rename them, or use an async agent")
         pa = self.pa
         self.value_schema = pa.schema(value_fields)
-        self.required = [f.name for f in value_fields if not f.nullable]
+        self.required = [i for i, f in enumerate(value_fields) if not f.nullable]
         self.schema = pa.schema([*value_fields, pa.field("key", _key_type(topic)),
                                  pa.field("timestamp", pa.timestamp("ms", tz="UTC")),
                                  pa.field("partition", pa.int32()), pa.field("offset", pa.int64())])
-        self._parse = pa.json.ParseOptions(explicit_schema=self.value_schema, unexpected_field_behavior="ignore")
-        self._read = pa.json.ReadOptions(use_threads=False, block_size=1 << 30)
+        self._parse_json = msgspec.json.Decoder().decode
+        self._rows: dict[tuple[str, ...], type[msgspec.Struct] | None] = {}  # output columns -> a row's Struct
 
     # -- decode ---------------------------------------------------------------------------------
 
@@ -134,39 +137,42 @@ class Columnar:
         from ..transport.base import keys_and_values
 
         keys, values = keys_and_values(messages) if messages else ([], [])
-        columns = self._read_values(values)
+        columns = self._columns(values)
         keep: list[int] = list(range(len(messages)))
         failures: list[Failure] = []
         key_column = self._keys(keys)
         if columns is None or key_column is None:
             keep, failures, decoded = self._one_by_one(messages, keys, values)
-            columns = self.pa.Table.from_pylist(decoded, schema=self.value_schema)
+            columns = self.pa.Table.from_pylist(decoded, schema=self.value_schema).columns
             key_column = self.pa.array([self.topic.key_codec.decode(keys[i]) for i in keep], self.schema.field("key").type)
         pa = self.pa
         kept = [messages[i] for i in keep] if failures else messages
         meta = [key_column,
-                pa.array([m.timestamp_ms for m in kept], pa.int64()).cast(self.schema.field("timestamp").type),
+                pa.array([m.timestamp_ms for m in kept], self.schema.field("timestamp").type),
                 pa.array([m.partition for m in kept], pa.int32()), pa.array([m.offset for m in kept], pa.int64())]
-        arrays = [column.combine_chunks() for column in columns.columns]
+        arrays = [column if isinstance(column, pa.Array) else column.combine_chunks() for column in columns]
         return pa.RecordBatch.from_arrays([*arrays, *meta], schema=self.schema), keep, failures
 
-    def _read_values(self, values: list[bytes | None]) -> Any:
-        """Every value through pyarrow's JSON reader in one call; None when that cannot be taken
-        as the batch's values (a null value, a newline inside one, a type or required field the
-        Record would refuse): then they are decoded one by one."""
-        if not values or None in values:
+    def _columns(self, values: list[bytes | None]) -> list[Any] | None:
+        """The value columns of the whole batch at once: each value parsed to a dict by msgspec,
+        each field's column built by Arrow with the field's type. None when the batch cannot be
+        taken whole (a null or non-object value, invalid JSON, a wrong type, a required field
+        missing): then the records are decoded one by one (``_one_by_one``).
+
+        Not pyarrow's JSON reader: it costs about 150 µs a call, 5 µs a record over the ~30-record
+        batches a fetch often gives per partition, against 1 µs here (equal at 3,000 records)."""
+        if not values:
             return None
-        joined = b"\n".join(values)  # type: ignore[arg-type]  # no None: checked above
-        if joined.count(b"\n") != len(values) - 1:
-            return None
-        pa = self.pa
+        pa, parse = self.pa, self._parse_json
         try:
-            table = pa.json.read_json(io.BytesIO(joined), read_options=self._read, parse_options=self._parse)
-        except pa.ArrowInvalid:
+            dicts = list(map(parse, values))  # type: ignore[arg-type]  # a None raises: one by one then
+            columns = [pa.array([d.get(name) for d in dicts], field.type) for name, field in
+                       zip(self.value_schema.names, self.value_schema, strict=True)]
+        except Exception:  # noqa: BLE001 - which record, and its own error, is found one by one
             return None
-        if table.num_rows != len(values) or any(table.column(n).null_count for n in self.required):
+        if any(columns[i].null_count for i in self.required):
             return None
-        return table
+        return columns
 
     def _keys(self, keys: list[bytes | None]) -> Any:
         try:
@@ -242,12 +248,27 @@ class Columnar:
                             "RecordBatch or Table (or None for no output)")
         names = result.schema.names
         keys = result.column("key").to_pylist() if "key" in names else [None] * result.num_rows
-        values = result.select([n for n in names if n != "key"]).to_pylist()
-        if len(self.sinks) == 1:  # the codecs looked up once
+        fields = tuple(n for n in names if n != "key")
+        values = self._encoded_rows(fields, [result.column(n).to_pylist() for n in fields], result.num_rows)
+        if len(self.sinks) == 1:  # the key codec looked up once
             sink = self.sinks[0]
-            encode_key, encode_value, name = sink.key_codec.encode, sink.value_codec.encode, sink.name
-            return [(name, encode_key(k), encode_value(v)) for k, v in zip(keys, values, strict=True)]
+            encode_key, name = sink.key_codec.encode, sink.name
+            return [(name, encode_key(k), v) for k, v in zip(keys, values, strict=True)]
         out: list[Output] = []
         for key, value in zip(keys, values, strict=True):
-            out.extend((sink.name, sink.key_codec.encode(key), sink.value_codec.encode(value)) for sink in self.sinks)
+            out.extend((sink.name, sink.key_codec.encode(key), value) for sink in self.sinks)
         return out
+
+    def _encoded_rows(self, fields: tuple[str, ...], columns: list[list[Any]], rows: int) -> list[bytes]:
+        """Each row as a JSON object of ``fields`` (what every sink's JSON codec writes for it):
+        rows built as msgspec Structs of those fields encode in half the time of dicts."""
+        if fields not in self._rows:
+            plain = all(f.isidentifier() and not keyword.iskeyword(f) and not f.startswith("_") for f in fields)
+            self._rows[fields] = msgspec.defstruct("Row", fields) if plain else None
+        row: type[msgspec.Struct] | None = self._rows[fields]
+        encode = msgspec.json.encode
+        if not columns:  # a key column only
+            return [b"{}"] * rows
+        if row is None:  # names a Struct cannot take: dicts
+            return [encode(dict(zip(fields, values, strict=True))) for values in zip(*columns, strict=True)]
+        return list(map(encode, map(row, *columns)))

@@ -376,8 +376,19 @@ class Stream(Chainable, Generic[T]):
         events = [take() or await self.next_event()]  # without a timeout: an event
         while self._replay:  # a failed unit comes again whole
             events.append(await self.next_event())
-        while (event := take()) is not None:
-            events.append(event)
+        batch, first = self._batch, self._idx + 1
+        if batch is None or self._sensed is not None or self._replay or batch.revoked:
+            while (event := take()) is not None:  # record by record, as sensors hear of each
+                events.append(event)
+            return events  # type: ignore[return-value]  # see above
+        rest = batch.events[first:]
+        if rest:  # the batch's other records at once: held as _hand_out holds each
+            last = len(batch.events) - 1
+            self._held.extend((batch, idx) for idx in range(first, last + 1))
+            self._idx = last
+            self.current_event = rest[-1]
+            _current_event.set(rest[-1])
+            events.extend(rest)
         return events  # type: ignore[return-value]  # see above
 
     # -- iteration ----------------------------------------------------------------------------

@@ -281,3 +281,34 @@ def test_the_guides_columnar_example_is_the_one_the_tests_run():
     snippet = re.search(r"### Columnar agents.*?```python\n(.*?)```", guide, re.S).group(1)
     example = (root / "examples" / "columnar_enrich.py").read_text()
     assert all(line in example.splitlines() for line in snippet.splitlines()), snippet
+
+
+def test_a_sink_that_does_not_take_json_is_refused():
+    app = make_app()
+    source, _ = topics(app)
+    with pytest.raises(ConfigurationError, match="JSON object"):
+        @app.agent(source, sink=[app.topic("raw-out", value_type=bytes)], columnar=True)
+        def f(batch):
+            return batch
+
+
+async def test_column_names_a_struct_cannot_take_and_a_key_only_result_encode_as_json_objects():
+    app = make_app()
+    source = app.topic("in", key_type=str, value_type=Reading, partitions=1)
+    out = app.topic("out", key_type=str, partitions=1)
+
+    @app.agent(source, sink=[out], columnar=True)
+    def odd_names(batch):
+        if batch.column("seq")[0].as_py() == 0:
+            return pa.table({"key": batch.column("key"), "class": batch.column("seq"), "a b": batch.column("sensor")})
+        return pa.table({"key": batch.column("key")})
+
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    broker.create_topic("in", 1)
+    broker.append("in", b"k0", readings(1)[0], 0, None, 1)
+    async with app.running():
+        await wait_for(lambda: committed(app) == 1, 10, message="the first record committed")
+        broker.append("in", b"k1", Reading("s1", 1, 0.1).dumps(), 0, None, 2)
+        await wait_for(lambda: committed(app) == 2, 10, message="the second record committed")
+    assert [(m.key, orjson.loads(m.value)) for m in records(broker, "out")] == [
+        (b"k0", {"class": 0, "a b": "s0"}), (b"k1", {})]
