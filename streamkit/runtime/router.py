@@ -110,8 +110,11 @@ class Router:
             raw: list[Event] | None = None
             for subscriber in subscribers:
                 if subscriber.raw:  # the records as fetched: a columnar agent decodes them (and their failures)
-                    if raw is None:
-                        raw = [Event(None, None, message) for message in messages]
+                    if raw is None:  # less those dead-lettered above for the other agents (one letter a record)
+                        failed = {id(message) for message, _ in failures}
+                        raw = [Event(None, None, message) for message in messages if id(message) not in failed]
+                    if not raw:
+                        continue
                     given = raw
                 elif events:
                     given = events

@@ -97,7 +97,7 @@ def check_runnable(agent: "Agent") -> None:
         if not isinstance(sink, (Topic, Agent)):
             raise SparkUnsupported(f"{what}: sink {sink!r} is a callable (a side effect Spark could repeat); "
                                    "sink to a topic")
-    names = _code_names(fun)
+    names = _code_names(fun) if agent.columnar is None else set()  # a columnar body's take() is Arrow's
     for method, reason in _REFUSED_METHODS.items():
         if method in names:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")

@@ -98,8 +98,9 @@ async def test_a_columnar_agent_maps_each_batch_to_output_rows(guarantee):
     assert sum(b.num_rows for b in seen) == 500 and len(seen) < 500  # batches, not records
 
 
-async def test_a_failing_batch_is_retried_then_bisected_to_the_record_that_goes_to_the_dlq():
-    app = make_app(agent_retries=2)
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_a_failing_batch_is_retried_then_bisected_to_the_record_that_goes_to_the_dlq(guarantee):
+    app = make_app(agent_retries=2, processing_guarantee=guarantee)
     source, out = topics(app)
     sizes: list[int] = []
 
@@ -312,3 +313,43 @@ async def test_column_names_a_struct_cannot_take_and_a_key_only_result_encode_as
         await wait_for(lambda: committed(app) == 2, 10, message="the second record committed")
     assert [(m.key, orjson.loads(m.value)) for m in records(broker, "out")] == [
         (b"k0", {"class": 0, "a b": "s0"}), (b"k1", {})]
+
+
+def test_a_columnar_agent_using_arrow_take_runs_on_spark():
+    """``take`` is a refused stream method on Spark (wall-clock batches), not Arrow's ``take``."""
+    pytest.importorskip("pyspark")
+    from streamkit.spark.agents import check_runnable
+
+    app = make_app()
+    source, out = topics(app)
+
+    @app.agent(source, sink=[out], columnar=True)
+    def first_rows(batch):
+        return batch.take(pa.array([0]))
+
+    check_runnable(first_rows)  # no SparkUnsupported
+
+
+async def test_a_topic_read_by_a_columnar_and_a_plain_agent_dead_letters_a_bad_value_once():
+    """The router decodes for the plain agent and dead-letters what does not decode; the columnar
+    agent's batches leave that record out, so it is dead-lettered once, not once per agent."""
+    app = make_app()
+    source, out = topics(app)
+    plain_seen = []
+
+    @app.agent(source, sink=[out], columnar=True)
+    def to_celsius(batch):
+        return enrich(batch)
+
+    @app.agent(source)
+    def plain(reading):
+        plain_seen.append(reading.seq)
+
+    values = readings(6)
+    values[3] = b"not json"
+    broker = prefill(app, values)
+    async with app.running():
+        await wait_for(lambda: committed(app) == 6 and len(plain_seen) == 5, 10, message="both agents done")
+    assert plain_seen == [0, 1, 2, 4, 5]
+    assert [orjson.loads(m.value)["seq"] for m in records(broker, "out")] == [0, 1, 2, 4, 5]
+    assert [m.value for m in records(broker, app.dlq_topic_name)] == [b"not json"]
