@@ -7,6 +7,8 @@ minute's final count goes to the output once (the ``windowed-*`` scenarios).
 Function / fold: the stateless and the stateful ones written as a plain ``def fn(order)`` agent
 and as ``@app.fold`` (the ``*-function`` / ``*-fold`` scenarios): the worker runs those over
 each fetched batch without a coroutine per record.
+Columnar: the stateless one as ``@app.agent(..., columnar=True)`` over a pyarrow RecordBatch per
+fetched batch (the ``*-columnar`` scenarios; ``on_records(n)`` counts its rows, once a batch).
 ``on_record`` runs for every record before it is transformed (meters, stop conditions);
 ``before_start`` is awaited once before the agent takes its first record.
 """
@@ -44,7 +46,8 @@ class UserCount(sk.Record):
 def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_topic: str,
               guarantee: str = "at_least_once", stateful: bool | str = False,
               on_record: Callable[[Order], None] = lambda order: None,
-              before_start: Callable[[], Awaitable[None]] | None = None, **settings: Any) -> tuple[sk.App, Any]:
+              before_start: Callable[[], Awaitable[None]] | None = None,
+              on_records: Callable[[int], None] = lambda n: None, **settings: Any) -> tuple[sk.App, Any]:
     """The app and its agent, configured like the other scenarios (6 s sessions, earliest; no
     web server, so concurrent worker processes do not compete for its port)."""
     settings.setdefault("web_enabled", False)
@@ -80,6 +83,18 @@ def build_app(*, group: str, broker: str, driver: str, input_topic: str, output_
             return ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
 
         return app, enrich_order
+    if stateful == "columnar":
+        import pyarrow as pa
+
+        @app.agent(source, sink=[output], columnar=True)
+        def enrich_batch(batch: Any) -> Any:
+            on_records(batch.num_rows)
+            return pa.RecordBatch.from_arrays(
+                [batch.column("key"), batch.column("id"), batch.column("user"), batch.column("amount"),
+                 batch.column("ts"), pa.repeat(True, batch.num_rows)],
+                names=["key", "id", "user", "amount", "ts", "processed"])
+
+        return app, enrich_batch
     if stateful == "fold":
         per_user = app.Table("counts", default=int, partitions=PARTITIONS)
 

@@ -26,6 +26,9 @@ Scenarios:
   the time of the subsequent ``app.stop()`` is reported separately as ``stop_s``);
 - ``streamkit-<driver>-eos``: the same with ``processing_guarantee="exactly_once"`` (the final
   checkpoint commits the transaction, so the outputs are visible to read_committed readers).
+- ``streamkit-<driver>-function`` / ``-columnar`` (``--scenarios``): the stateless agent as a
+  plain ``def fn(order)``, and as a columnar agent over each fetched batch as a pyarrow
+  RecordBatch (``columnar / function`` is the ratio printed for them).
 
 All producers use the same settings as streamkit's defaults (acks=all, linger 5 ms,
 Java-compatible murmur2 partitioning) so the comparison is like for like.
@@ -66,7 +69,8 @@ STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
                                                  ("-stateful", "at_least_once", True),
                                                  ("-windowed", "at_least_once", "windowed"),
                                                  ("-function", "at_least_once", "function"),
-                                                 ("-fold", "at_least_once", "fold"))}
+                                                 ("-fold", "at_least_once", "fold"),
+                                                 ("-columnar", "at_least_once", "columnar"))}
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
              "streamkit-aiokafka-eos", "streamkit-confluent-eos")  # the stateful ones: `python -m benchmarks run`
 PARTITIONS = 4
@@ -230,9 +234,16 @@ async def run_streamkit(args: argparse.Namespace, scenario: str) -> dict[str, An
         if state["consumed"] >= n:  # set when the n-th record is taken; the sink queues it next
             done.set()
 
+    def on_records(count: int) -> None:  # a columnar agent's batch
+        if state["consumed"] == 0:
+            meter.first()
+        state["consumed"] += count
+        if state["consumed"] >= n:
+            done.set()
+
     app, enrich_orders = build_app(group=args.group, broker=args.broker, driver=driver, input_topic=args.input,
                                    output_topic=args.output, guarantee=guarantee, stateful=stateful,
-                                   on_record=on_record)
+                                   on_record=on_record, on_records=on_records)
 
     async with app.running():
         try:
@@ -380,6 +391,9 @@ def parent_main(args: argparse.Namespace) -> None:
         "streamkit-confluent / raw-confluent": ratio("streamkit-confluent", "raw-confluent"),
         "exactly-once / at-least-once (aiokafka)": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
         "exactly-once / at-least-once (confluent)": ratio("streamkit-confluent-eos", "streamkit-confluent"),
+        "columnar / function (confluent)": ratio("streamkit-confluent-columnar", "streamkit-confluent-function"),
+        "columnar / function (aiokafka)": ratio("streamkit-aiokafka-columnar", "streamkit-aiokafka-function"),
+        "columnar confluent / raw-confluent": ratio("streamkit-confluent-columnar", "raw-confluent"),
     }
     print()
     print_table(summary, ratios)

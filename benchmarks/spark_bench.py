@@ -4,7 +4,9 @@
 measures in one run: a plain confluent consumer reading them (the ceiling), a Spark batch read
 of the topic through the ``streamkit`` data source (local[2]), the stateless agent below run by
 Spark (available-now, exactly-once sink) and the same agent run by the asyncio worker
-(confluent driver, at-least-once). Session start-up is excluded; query start-up is included.
+(confluent driver, at-least-once), and the same step as a columnar agent run by Spark
+(``spark_columnar_vs_function``: over the plain-function agent's rate on Spark). Session start-up
+is excluded; query start-up is included.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import streamkit as sk
 from streamkit.testing import confluent_conf
@@ -40,6 +43,24 @@ processed = app.topic(f"spark-bench-processed-{RUN}", key_type=str, value_type=P
 def process(order: Order) -> ProcessedOrder:
     """The benchmark pipeline's stateless step: decode, add a field, encode."""
     return ProcessedOrder(order.id, order.user, order.amount, order.ts, True)
+
+
+# The same step over a pyarrow RecordBatch (agents/columnar.py), in an app of its own so the
+# worker figure above runs the plain-function agent alone.
+columnar_app = sk.App(f"spark-bench-columnar-{RUN}", broker=f"kafka://{BROKER}", driver="confluent",
+                      topic_partitions=PARTITIONS, web_enabled=False)
+columnar_processed = columnar_app.topic(f"spark-bench-processed-columnar-{RUN}", key_type=str,
+                                        value_type=ProcessedOrder)
+
+
+@columnar_app.agent(columnar_app.topic(orders.name, key_type=str, value_type=Order), sink=[columnar_processed],
+                    columnar=True)
+def process_batch(batch: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [batch.column("key"), batch.column("id"), batch.column("user"), batch.column("amount"), batch.column("ts"),
+         pa.repeat(True, batch.num_rows)], names=["key", "id", "user", "amount", "ts", "processed"])
 
 
 def produce(n: int) -> None:
@@ -92,18 +113,18 @@ def spark_read_fixed_seconds() -> float:
     return time.perf_counter() - start
 
 
-def spark_agent(n: int) -> float:
+def spark_agent(n: int, on: sk.App = app, agent: str = "process") -> float:
     checkpoint = tempfile.mkdtemp(prefix="spark-bench-")
     try:
         start = time.perf_counter()
-        query = app.spark.run("process", checkpoint=checkpoint, trigger="available-now", handoff=False)
+        query = on.spark.run(agent, checkpoint=checkpoint, trigger="available-now", handoff=False)
         query.awaitTermination()
         elapsed = time.perf_counter() - start
         rows = sum(p["numInputRows"] for p in query.recentProgress)
         assert rows == n, (rows, n)
         batch_ms = sum(p["durationMs"].get("addBatch", 0) for p in query.recentProgress)
-        AGENT_DETAIL.update(batches=len(query.recentProgress), add_batch_seconds=batch_ms / 1000,
-                            query_seconds=elapsed)
+        AGENT_DETAIL.update({f"{agent}_batches": len(query.recentProgress),
+                             f"{agent}_add_batch_seconds": batch_ms / 1000, f"{agent}_query_seconds": elapsed})
         return n / elapsed
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
@@ -142,15 +163,19 @@ def main() -> None:
     if args.broker != BROKER:
         raise SystemExit("set SPARK_BENCH_BROKER (Spark's Python workers read it) instead of --broker")
     app.spark_spec = "benchmarks.spark_bench:app"  # Spark's workers import it (this file runs as __main__)
+    columnar_app.spark_spec = "benchmarks.spark_bench:columnar_app"
     produce(args.records)
     _ = app.spark.session  # start-up excluded from every figure
+    columnar_app.spark.use(app.spark.session)
     results = {"records": args.records, "raw_confluent_read": raw_read(args.records),
                "spark_batch_read": spark_read(args.records), "spark_read_fixed_seconds": spark_read_fixed_seconds(),
                "spark_agent": spark_agent(args.records),
+               "spark_columnar_agent": spark_agent(args.records, columnar_app, "process_batch"),
                "worker_agent": worker_agent(args.records)}
     results["spark_agent_detail"] = AGENT_DETAIL
     results["spark_read_vs_raw"] = results["spark_batch_read"] / results["raw_confluent_read"]
     results["spark_agent_vs_worker"] = results["spark_agent"] / results["worker_agent"]
+    results["spark_columnar_vs_function"] = results["spark_columnar_agent"] / results["spark_agent"]
     print(json.dumps(results, indent=2))
     Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 

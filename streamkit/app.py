@@ -176,9 +176,11 @@ class App:
     def agent(self, channel: Topic | str | None = None, *, name: str | None = None, concurrency: int = 1,
               sink: Iterable[Any] | None = None, key_type: Any = None, value_type: Any = None,
               isolated_partitions: bool = False, supervisor_strategy: Any = None, use_reply_headers: bool = True,
-              no_retry: Any = (), _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
+              no_retry: Any = (), columnar: bool = False, _fold: Any = None) -> Callable[[Callable[..., Any]], Agent]:
         """Decorate ``async def fn(stream)`` (a coroutine or an async generator) as an agent, or a
-        plain ``def fn(value)`` whose result (unless None) goes to the sinks.
+        plain ``def fn(value)`` whose result (unless None) goes to the sinks. ``columnar=True``:
+        ``def fn(batch)`` over a pyarrow RecordBatch of each fetched batch (the topic's Record
+        fields, key, timestamp, partition, offset), returning the output rows (agents/columnar.py).
 
         Without a channel the agent gets its own topic, named as Faust names it:
         ``<app-id>-<module>.<function>`` (``<app-id>-<name>`` with ``name=``), typed by ``key_type``
@@ -212,7 +214,7 @@ class App:
             else:
                 topic = channel
             agent = Agent(self, fun, topic, name=agent_name, concurrency=concurrency, sink=sink, fold=fold,
-                          no_retry=no_retry)
+                          no_retry=no_retry, columnar=columnar)
             agent.default_topic = channel is None
             self.agents[agent_name] = agent
             return agent

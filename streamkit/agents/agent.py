@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ..app import App
     from ..runtime.worker import Runtime
     from ..topics import Topic
+    from .columnar import Columnar
     from .testing import AgentTestContext
 
 log = logging.getLogger("streamkit.agent")
@@ -41,7 +42,8 @@ class Agent:
     """An ``@app.agent`` function bound to its input topic."""
 
     def __init__(self, app: "App", fun: AgentFun, topic: "Topic", *, name: str, concurrency: int = 1,
-                 sink: Iterable[Any] | None = None, fold: "Fold | None" = None, no_retry: Any = ()) -> None:
+                 sink: Iterable[Any] | None = None, fold: "Fold | None" = None, no_retry: Any = (),
+                 columnar: bool = False) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         one_reader = getattr(topic, "one_reader", None)  # why this input is read by one stream only
@@ -55,7 +57,13 @@ class Agent:
         self.sinks = _checked_sinks(name, sink)
         self.fold = fold
         self.no_retry = exception_types(f"agent {name!r}: no_retry", no_retry)  # with agent_no_retry: no_retry_types
-        self.per_record = not (inspect.iscoroutinefunction(fun) or inspect.isasyncgenfunction(fun))
+        self.columnar: "Columnar | None" = None
+        if columnar:  # a function of a pyarrow RecordBatch per batch (agents/columnar.py)
+            from .columnar import Columnar
+
+            self.columnar = Columnar(name, fun, topic, self.sinks)
+        self.per_record = self.columnar is None and not (inspect.iscoroutinefunction(fun)
+                                                         or inspect.isasyncgenfunction(fun))
         if fold is not None:
             fun = fold.body()
         elif self.per_record:
@@ -86,6 +94,7 @@ class Agent:
     def _subscriber(self, topic: "Topic") -> Subscriber:
         assert self._runtime is not None
         subscriber = Subscriber(f"{self.name}:{topic.name}", self._runtime.conf.stream_buffer_batches)
+        subscriber.raw = self.columnar is not None and topic is self.topic  # it decodes its batches into Arrow
         for member in topic.members:  # app.topic("a", "b"): one stream over both
             self._runtime.router.subscribe(member, subscriber)
         return subscriber
@@ -131,7 +140,11 @@ class Agent:
     async def _supervise(self, stream: Stream, body: Callable[[Stream], Any] | None = None) -> None:
         """Run the agent forever under the shared supervision rules (agents/supervision.py)."""
 
-        if body is None and (self.fold is not None or self.per_record) and type(stream) is Stream:
+        if body is None and self.columnar is not None:
+            from .columnar_body import columnar_body
+
+            body = columnar_body(self)
+        elif body is None and (self.fold is not None or self.per_record) and type(stream) is Stream:
             body = batch_body(self)  # a function cannot await: run it over the batch in hand (not a join's pairs)
 
         async def run_once(stream: Stream) -> None:
@@ -329,6 +342,9 @@ class Agent:
     def test_context(self) -> "AgentTestContext":
         """Faust's ``async with agent.test_context() as ctx: event = await ctx.put(value)``: the
         agent's function over records put in directly, no broker (agents/testing.py)."""
+        if self.columnar is not None:
+            raise ConfigurationError(f"agent {self.name!r} is columnar: call its function on a pyarrow RecordBatch "
+                                     "directly (agent.columnar.fun(batch)), or run the app (app.running())")
         from .testing import AgentTestContext
 
         return AgentTestContext(self)

@@ -155,6 +155,7 @@ class Subscriber:
         self.inbox: asyncio.Queue[Batch] = asyncio.Queue(max_batches)
         self.pending: dict[TP, deque[Batch]] = {}
         self.cursors: list[Any] = []  # the Streams reading this inbox (one per agent instance)
+        self.raw = False  # its batches' events left undecoded (a columnar agent decodes them into Arrow)
 
     async def put(self, batch: Batch) -> None:
         queue = self.pending.get(batch.tp)

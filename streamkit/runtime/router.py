@@ -86,7 +86,11 @@ class Router:
             self.first_delivered[tp] = messages[0].offset
         route = self.routes.get(tp.topic)
         if route is not None:
-            events, failures = decode_batch(messages, route.topic.key_codec, route.topic.value_codec)
+            subscribers = route.subscribers
+            events: list[Event] = []
+            failures: list[tuple[Message, Exception]] = []
+            if not all(subscriber.raw for subscriber in subscribers):  # columnar agents decode into Arrow themselves
+                events, failures = decode_batch(messages, route.topic.key_codec, route.topic.value_codec)
             held = self.held_letters
             for message, exc in failures:
                 if held is not None:  # sent by the checkpoint whose offset passes the record
@@ -103,13 +107,24 @@ class Router:
             if sensors.active:
                 for message in messages:
                     sensors.call("on_message_in", tp, message.offset, message)
-            if events:
-                for subscriber in route.subscribers:
-                    if self._rewinds.get(tp, 0) != rewinds:
-                        break
-                    if sensors.active and subscriber.inbox.full():
-                        sensors.call("on_topic_buffer_full", tp)
-                    await subscriber.put(Batch(tp, events))
+            raw: list[Event] | None = None
+            for subscriber in subscribers:
+                if subscriber.raw:  # the records as fetched: a columnar agent decodes them (and their failures)
+                    if raw is None:  # less those dead-lettered above for the other agents (one letter a record)
+                        failed = {id(message) for message, _ in failures}
+                        raw = [Event(None, None, message) for message in messages if id(message) not in failed]
+                    if not raw:
+                        continue
+                    given = raw
+                elif events:
+                    given = events
+                else:
+                    continue
+                if self._rewinds.get(tp, 0) != rewinds:
+                    break
+                if sensors.active and subscriber.inbox.full():
+                    sensors.call("on_topic_buffer_full", tp)
+                await subscriber.put(Batch(tp, given))
         self.records_in += len(messages)
         if self._rewinds.get(tp, 0) != rewinds:  # rewound while this batch was queued: it was revoked, it comes again
             return

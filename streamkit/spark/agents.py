@@ -60,7 +60,7 @@ def is_keyed(agent: "Agent") -> bool:
     from ..tables.table import Table
     from ..tables.window_api import WindowWrapper
 
-    if agent.fold is not None or agent.per_record:
+    if agent.fold is not None or agent.per_record or agent.columnar is not None:
         return False
     tables = any(isinstance(v, (Table, WindowWrapper)) for v in referenced(agent.source_fun).values())
     return tables or "group_by" in _code_names(agent.source_fun)
@@ -85,7 +85,8 @@ def check_runnable(agent: "Agent") -> None:
         raise SparkUnsupported(f"{what}: it reads several topics ({agent.topic.name}); on Spark an agent reads one "
                                "topic: declare one agent per topic")
     keyed = is_keyed(agent)
-    if agent.fold is None and not agent.per_record and not inspect.isasyncgenfunction(fun) and not keyed:
+    if agent.fold is None and not agent.per_record and agent.columnar is None and not inspect.isasyncgenfunction(fun) \
+            and not keyed:
         raise SparkUnsupported(f"{what}: it is a coroutine that keeps no table, so everything it does is a side "
                                "effect; make it an async generator that yields its outputs to sinks")
     if keyed:
@@ -96,7 +97,7 @@ def check_runnable(agent: "Agent") -> None:
         if not isinstance(sink, (Topic, Agent)):
             raise SparkUnsupported(f"{what}: sink {sink!r} is a callable (a side effect Spark could repeat); "
                                    "sink to a topic")
-    names = _code_names(fun)
+    names = _code_names(fun) if agent.columnar is None else set()  # a columnar body's take() is Arrow's
     for method, reason in _REFUSED_METHODS.items():
         if method in names:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")

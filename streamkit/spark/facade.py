@@ -165,6 +165,10 @@ class SparkFacade:
         if keyed:
             output = self._keyed_stages(agent, self._with_joined(agent, source, source_options), spec,
                                         counts[agent.topic.name])
+        elif agent.columnar is not None:  # the function's own batches (spark/columnar.py)
+            from .columnar import ColumnarTask
+
+            output = source.mapInArrow(ColumnarTask(spec, agent.name), schema)
         elif agent.fold is None:
             output = source.mapInArrow(AgentTask(spec, agent.name), schema)
         else:

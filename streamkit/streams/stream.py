@@ -366,6 +366,31 @@ class Stream(Chainable, Generic[T]):
         self._release_held()
         self._replay = []
 
+    async def batch_in_hand(self) -> list[Event]:
+        """The rest of the batch in hand (waiting for the next batch when none is), or the
+        records to hand out again after a failure, all held until ``ack_held``: a columnar
+        agent's unit of work (agents/columnar_body.py)."""
+        self._hold = True
+        self._release_held()
+        take = self._next_in_batch
+        events = [take() or await self.next_event()]  # without a timeout: an event
+        while self._replay:  # a failed unit comes again whole
+            events.append(await self.next_event())
+        batch, first = self._batch, self._idx + 1
+        if batch is None or self._sensed is not None or self._replay or batch.revoked:
+            while (event := take()) is not None:  # record by record, as sensors hear of each
+                events.append(event)
+            return events  # type: ignore[return-value]  # see above
+        rest = batch.events[first:]
+        if rest:  # the batch's other records at once: held as _hand_out holds each
+            last = len(batch.events) - 1
+            self._held.extend((batch, idx) for idx in range(first, last + 1))
+            self._idx = last
+            self.current_event = rest[-1]
+            _current_event.set(rest[-1])
+            events.extend(rest)
+        return events  # type: ignore[return-value]  # see above
+
     # -- iteration ----------------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[Any]:

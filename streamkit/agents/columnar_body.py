@@ -1,0 +1,69 @@
+"""The worker's loop of a columnar agent (agents/columnar.py): per batch in hand, decode it into
+Arrow, run the function (retried, then bisected), queue the outputs, then acknowledge the batch.
+
+The guarantees are any agent's: the records stay held until their outputs and dead letters are
+queued, so a checkpoint commits past them only after the producer has them (and under
+exactly-once in the transaction of their offsets: sends route by ``processing``, the batch's
+last record, of the same partition as every record in it).
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ..runtime.progress import processing
+
+if TYPE_CHECKING:
+    from ..streams.stream import Stream
+    from .agent import Agent
+
+log = logging.getLogger("streamkit.agent")
+
+
+def columnar_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
+    """The agent's body: ``Stream.batch_in_hand`` at a time, acknowledged once its outputs are queued."""
+    columnar = agent.columnar
+    assert columnar is not None
+    runtime = agent._runtime  # noqa: SLF001 - the agent's run loop, kept beside Agent
+    assert runtime is not None
+    app = agent.app
+    retries, no_retry = app.conf.agent_retries, agent.no_retry_types()
+    stage = f"agent {agent.name}"
+
+    def failed(rows: int, attempt: int, exc: BaseException) -> None:
+        agent.restarts += 1
+        what = "retrying" if attempt <= retries else "splitting it to find the failing records"
+        log.error("columnar agent %s failed on a batch of %d records (attempt %d of %d; %s): %s: %s", agent.name,
+                  rows, attempt, retries + 1, what, type(exc).__name__, exc)
+
+    async def send(outputs: list[Any]) -> None:
+        producer = runtime.producer
+        sensors, scheduled, known = app.sensors, app.scheduled_sends, app.topic_creation.known
+        try_send = producer.try_send if producer is not None else None
+        for i, (topic, key, value) in enumerate(outputs):
+            if try_send is None or sensors.active or scheduled.pending or topic not in known \
+                    or not try_send(topic, key, value):
+                for topic, key, value in outputs[i:]:  # no room (or not created yet): wait, in order
+                    await app.send_raw(topic, key, value, track=False)
+                return
+
+    async def run(stream: "Stream") -> None:
+        while True:
+            events = await stream.batch_in_hand()
+            messages = [event.message for event in events]
+            batch, kept, failures = columnar.decode(messages)
+            dead = [(events[i], "decode", exc) for i, exc in failures]
+            outputs: list[Any] = []
+            if batch.num_rows:
+                outputs, failing = columnar.apply(batch, retries=retries, no_retry=no_retry, on_failure=failed)
+                dead.extend((events[kept[i]], stage, exc) for i, exc in failing)
+            await send(outputs)
+            for event, where, exc in sorted(dead, key=lambda d: d[0].offset):
+                token = processing.set(event)  # exactly-once: its dead letter joins its transaction
+                try:
+                    await runtime.errors.handle(where, event.message, exc)
+                finally:
+                    processing.reset(token)
+            stream.ack_held()
+
+    return run
