@@ -84,19 +84,34 @@ def source(windows_app, broker_address):
     return produce(broker_address, topic.name, clicks(windows_app, N_CLICKS), windows_app.PARTITIONS, windows_app)
 
 
+def group_committed(app, wanted):
+    """The app's group's committed offsets summed over every partition of the topics ``wanted``
+    picks (from the broker: one run commits only the partitions it got records of)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamkit.testing import confluent_conf
+
+    consumer = Consumer(confluent_conf(app.conf, **{"group.id": app.id}))
+    try:
+        meta = consumer.list_topics(timeout=10).topics
+        parts = [TopicPartition(t, p) for t in meta if wanted(t) for p in meta[t].partitions]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
+    finally:
+        consumer.close()
+
+
 def run_worker_until_done(app, total, repartitioned=None, timeout=90.0):
-    """Run the worker until its agents committed every record: ``total`` clicks, and
+    """Run the worker until its group committed every record: ``total`` clicks, and
     ``repartitioned`` (default: all of them) through the group_by's topic."""
     repartitioned = total if repartitioned is None else repartitioned
 
     async def go():
         async with app.running():
             def done():
-                committed = app.runtime.checkpoint.committed
-                clicks = sum(o for tp, o in committed.items() if tp.topic.startswith("clicks-"))
-                pages = sum(o for tp, o in committed.items() if "repartition" in tp.topic)
-                return clicks >= total and pages >= repartitioned
-            await wait_for(done, timeout, message=f"{total} clicks committed by every agent")
+                clicks = group_committed(app, lambda t: t.startswith("clicks-") and t in app.topics)
+                regrouped = group_committed(app, lambda t: t.startswith(f"{app.id}-") and t.endswith("-repartition"))
+                return clicks >= total and regrouped >= repartitioned
+            await wait_for(done, timeout, interval=0.5, message=f"{total} clicks committed by every agent")
     asyncio.run(go())
 
 
