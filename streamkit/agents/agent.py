@@ -16,8 +16,7 @@ import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NoReturn
 
 from ..errors import AgentFailed, ConfigurationError, exception_types, refuse_faust_options
-from ..runtime.progress import Event, Subscriber
-from ..runtime.progress import processing as _current_event
+from ..runtime.progress import Event, Subscriber, processing
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record
@@ -151,7 +150,7 @@ class Agent:
             if body is not None:
                 await body(stream)
             elif self.is_generator:
-                emit, emit_now, now_processing = self._emit, self._bound_emit_now(), _current_event.get
+                emit, emit_now, now_processing = self._emit, self._bound_emit_now(), processing.get
                 async for output in self.fun(stream):  # the event may come from a through() stream
                     event = now_processing()
                     left = emit_now(output, event)
@@ -212,7 +211,7 @@ class Agent:
                 await self._runtime.fail(exc)  # halt, the records unacknowledged, rather than dead-letter them
                 raise exc
             for event in held:
-                _current_event.set(event)  # exactly-once: its DLQ record joins its source's transaction
+                processing.set(event)  # exactly-once: its DLQ record joins its source's transaction
                 await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
 
         budget.started()
@@ -412,7 +411,7 @@ class Agent:
             # the operators run anew each time (one that raised is over); what they drop is
             # acknowledged as the stream moves on, so commits advance past it
             async for value in source._fresh():  # noqa: SLF001 - an agent reads its source stream's own cursor
-                event = _current_event.get()
+                event = processing.get()
                 assert event is not None
                 await send(event, value)
 

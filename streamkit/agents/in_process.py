@@ -14,8 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..codecs import codec_for
-from ..runtime.progress import Batch, Event, Subscriber
-from ..runtime.progress import processing as current_event
+from ..runtime.progress import Batch, Event, Subscriber, processing
 from ..streams.stream import Chainable, Stream
 from ..transport.base import TP, Message
 from ..transport.partitioner import partition_for_key
@@ -91,7 +90,7 @@ class InProcessOwner:
                         await hand_over(event, event.value)
                     return
                 async for value in source:
-                    event = current_event.get()
+                    event = processing.get()
                     assert event is not None
                     await hand_over(event, value)
             except asyncio.CancelledError:

@@ -4,36 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..codecs import Codec
 from ..errors import ConfigurationError
 from ..sensors import SensorDelegate
-from ..transport.base import TP, Message, keys_and_values
+from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy, HeldDeadLetters
+from .decoding import decode_batch
 from .progress import Barrier, Batch, Event, Subscriber, processing
-
-
-def decode_batch(messages: Sequence[Message], key_codec: Codec, value_codec: Codec
-                 ) -> tuple[list[Event], list[tuple[Message, Exception]]]:
-    """Decode a fetched batch into Events; the records that fail come back with their error.
-    The worker's router and Spark tasks both decode through this (one definition of a record).
-    Keys and values are decoded a column at a time (``Codec.decode_many``: no Python call per
-    record); a batch holding a record that does not decode goes record by record instead."""
-    if messages:
-        keys, values = keys_and_values(messages)
-        try:
-            return list(map(Event, key_codec.decode_many(keys), value_codec.decode_many(values), messages)), []
-        except Exception:  # noqa: BLE001 - which record, and its own error, is found below
-            pass
-    decode_key, decode_value = key_codec.decode, value_codec.decode
-    events: list[Event] = []
-    failures: list[tuple[Message, Exception]] = []
-    append = events.append
-    for message in messages:
-        try:
-            append(Event(decode_key(message.key), decode_value(message.value), message))
-        except Exception as exc:
-            failures.append((message, exc))
-    return events, failures
 
 
 @dataclass

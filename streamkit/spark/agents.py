@@ -6,7 +6,7 @@ fold runs through ``transformWithState``: Spark groups a micro-batch by key, the
 runs over each key's records in (partition, offset) order, and the state lives in Spark's state
 store. What Spark cannot reproduce exactly is refused before the query starts (``check_runnable``).
 Decoding, supervision (retries, then the error policy) and the policy itself are the worker's
-own code (runtime/router.decode_batch, agents/supervision.py, runtime/dead_letters.ErrorPolicy).
+own code (runtime/decoding.decode_batch, agents/supervision.py, runtime/dead_letters.ErrorPolicy).
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 from ..agents.supervision import supervise
 from ..errors import SparkUnsupported
 from ..runtime.dead_letters import ErrorPolicy
+from ..runtime.decoding import decode_batch
 from ..runtime.progress import Batch, Event, Subscriber, processing
-from ..runtime.router import decode_batch
 from ..streams.stream import Stream
 from ..transport.base import TP, Message
 from . import rows

@@ -17,8 +17,7 @@ import asyncio
 from collections import deque
 from typing import Any, AsyncIterator, Iterable
 
-from ..runtime.progress import Event
-from ..runtime.progress import processing as _current_event
+from ..runtime.progress import Event, processing
 from .stream import Chainable, Derived, Stream  # stream.py imports this module when it is used
 
 MAX_LAG = 1000  # records a branch may run ahead of the slowest one
@@ -46,7 +45,7 @@ class Tee:
             if pos < self.base + len(self.events):
                 event = self.events[pos - self.base]
                 self.handed[branch] = pos + 1
-                _current_event.set(event)
+                processing.set(event)
                 return event
             if pos - min(self.done) >= MAX_LAG:
                 moved = self.moved
@@ -148,7 +147,7 @@ def _owner_of(stream: Any) -> Any:
 async def _next(iterator: AsyncIterator[Any]) -> tuple[Any, Event | None]:
     """The next value and the record it came from (set where the input ran: another task)."""
     value = await iterator.__anext__()
-    return value, _current_event.get()
+    return value, processing.get()
 
 
 async def merge(iterators: list[AsyncIterator[Any]]) -> AsyncIterator[Any]:
@@ -163,7 +162,7 @@ async def merge(iterators: list[AsyncIterator[Any]]) -> AsyncIterator[Any]:
                     value, event = future.result()
                 except StopAsyncIteration:
                     continue
-                _current_event.set(event)
+                processing.set(event)
                 yield value
                 pending[asyncio.ensure_future(_next(iterator))] = iterator
     finally:

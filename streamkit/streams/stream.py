@@ -11,8 +11,7 @@ import inspect
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
 
-from ..runtime.progress import Batch, Event, Subscriber
-from ..runtime.progress import processing as _current_event
+from ..runtime.progress import Batch, Event, Subscriber, processing
 from ..sensors import NO_SENSORS
 from ..transport.base import TP
 
@@ -52,7 +51,7 @@ async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
 
 def current_event() -> Event | None:
     """The record the calling agent is processing (its key, headers, offset...)."""
-    return _current_event.get()
+    return processing.get()
 
 
 T = TypeVar("T")
@@ -252,7 +251,7 @@ class Stream(Chainable, Generic[T]):
         if (result is not None or batch is None or self._sensed is not None or self._replay or self._hold
                 or len(self._held) != 1 or batch.events[idx] is not event):
             return result
-        events, set_event, barrier = batch.events, _current_event.set, self.subscriber.barrier
+        events, set_event, barrier = batch.events, processing.set, self.subscriber.barrier
         last = len(events) - 1
         run, clock, slice_end = self._run, _clock, self._slice_end
         try:
@@ -339,7 +338,7 @@ class Stream(Chainable, Generic[T]):
         event = self.current_event = batch.events[idx]
         if self._noack:
             event.stream = self  # event.ack()
-        _current_event.set(event)
+        processing.set(event)
         if self._sensors.active:
             self._sensed = (event, self._sensors.call("on_stream_event_in", batch.tp, event.offset, self, event))
         return event
@@ -387,7 +386,7 @@ class Stream(Chainable, Generic[T]):
             self._held.extend((batch, idx) for idx in range(first, last + 1))
             self._idx = last
             self.current_event = rest[-1]
-            _current_event.set(rest[-1])
+            processing.set(rest[-1])
             events.extend(rest)
         return events  # type: ignore[return-value]  # see above
 

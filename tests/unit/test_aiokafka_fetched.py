@@ -3,7 +3,7 @@ through; a batch's keys and values read in one pass; a decoded batch as from pla
 from aiokafka.structs import ConsumerRecord
 
 from streamkit.codecs import codec_for
-from streamkit.runtime.router import decode_batch
+from streamkit.runtime.decoding import decode_batch
 from streamkit.transport.aiokafka_fetched import as_message, as_messages
 from streamkit.transport.base import Message, keys_and_values
 

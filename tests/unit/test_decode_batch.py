@@ -8,7 +8,7 @@ import pytest
 import streamkit as sk
 from streamkit.codecs import Codec, JsonCodec, KeyCodec, RawCodec, StrCodec
 from streamkit.models import blessed
-from streamkit.runtime.router import decode_batch
+from streamkit.runtime.decoding import decode_batch
 from streamkit.transport.base import Message
 
 
