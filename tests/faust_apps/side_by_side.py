@@ -27,17 +27,17 @@ import json
 import re
 import sys
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamkit.tables.marks import MARK_KEY
 from streamkit.tables.windows import STREAM_TIME_KEY, split_window_key
-from streamkit.testing import read_topic
 from tests.faust_apps.faust_env import APPS, as_faust_source, faust_python
 from tests.faust_apps.worker import AppWorker
 from tests.helpers import wait_until
@@ -122,15 +122,45 @@ def produce(broker: str, topic: str, records: Iterable[dict[str, Any]]) -> int:
     return sent
 
 
-def read(broker: str, topic: str) -> list[Any]:
-    """Every record of ``topic``; none while it does not exist. Asking the broker about one
-    topic by name would create it (``auto.create.topics.enable``) with the broker's default
-    partition count, before the app creates it with the source's: Faust then refuses the table
-    (PartitionsMismatch). So the whole topic list is asked first. streamkit's checkpoint marks
-    in its changelogs are left out (they are not table entries)."""
+def read(broker: str, topic: str, timeout: float = 30) -> list[Any]:
+    """Every record of ``topic`` up to the end offsets it has now (empty partitions included);
+    none while it does not exist. Asking the broker about one topic by name would create it
+    (``auto.create.topics.enable``) with the broker's default partition count, before the app
+    creates it with the source's: Faust then refuses the table (PartitionsMismatch). So the
+    whole topic list is asked first. streamkit's checkpoint marks in its changelogs are left out
+    (they are not table entries)."""
     listed = AdminClient({"bootstrap.servers": broker}).list_topics(timeout=10).topics
-    records = read_topic(broker, topic, to_end=True, timeout=30) if topic in listed else []
+    if topic not in listed:
+        return []
+    consumer = Consumer({"bootstrap.servers": broker, "group.id": f"side-by-side-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 10})
+    try:
+        deadline = time.monotonic() + timeout
+        ends = wait_until(lambda: end_offsets(consumer, topic, listed[topic].partitions), timeout,
+                          f"{topic}'s partitions to have leaders")
+        left = {p: end for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in left])
+        records: list[Any] = []
+        while left:
+            assert time.monotonic() < deadline, f"{topic}: not read to its end offsets {ends} in {timeout}s"
+            for m in consumer.consume(10000, 0.2):
+                if m.error() is None and m.partition() in left:
+                    records.append(m)
+                    if m.offset() + 1 >= left[m.partition()]:
+                        del left[m.partition()]
+    finally:
+        consumer.close()
     return [m for m in records if m.key() != MARK_KEY]
+
+
+def end_offsets(consumer: Consumer, topic: str, partitions: Iterable[int]) -> dict[int, int] | None:
+    """{partition: end offset}, or None while a partition has no leader yet (a topic just created)."""
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    except KafkaException as exc:
+        if exc.args[0].code() in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE):
+            return None
+        raise
 
 
 def window_counts(side: str, changelog: list[Any]) -> dict[float, int]:

@@ -39,6 +39,9 @@ def stop_all(sides: list[Side]) -> None:
     assert not problems, "\n\n".join(problems)
 
 
+PRINTED_CURRENT = re.compile(r"current\(\) should [^:]*: \d+\s*$")
+
+
 @pytest.mark.parametrize(("example", "size", "step"), [("tumbling", 10, 10), ("hopping", 10, 5)])
 def test_windowing_example_counts_as_faust_does(example, size, step, broker_address, tmp_path, unique):
     topic, table = f"{example}_topic-{unique}", f"{example}_table"
@@ -60,21 +63,32 @@ def test_windowing_example_counts_as_faust_does(example, size, step, broker_addr
         for side in sides:
             wait_until(lambda: all(counts(side).get(w) == n for w, n in expected_fixed.items()),  # noqa: B023
                        120, f"{side.name} to count the fixed records")
+            print(f"{side.name} counted the fixed records at {time.time() - now:.1f} s")
         # the timers' records (both write every 2 s to the shared topic): compare every window
         # before a cut both sides have passed
         cut = time.time() // size * size + size
         for side in sides:
             wait_until(lambda: any(w >= cut for w in counts(side)), 60, f"{side.name} to pass {cut}")  # noqa: B023
+            print(f"{side.name} passed the cut at {time.time() - now:.1f} s")
     finally:
         stop_all(sides)
     result = {s.name: {w: n for w, n in counts(s).items() if w + size <= cut} for s in sides}
     truth = truth_by_window((m.timestamp()[1] / 1000 for m in read(broker_address, topic)), size, step)
     truth = {w: n for w, n in truth.items() if w + size <= cut}
+    # what the example prints: the count it just wrote. Faust's memory store is one dict for the
+    # worker, so it prints the worker-wide count; streamkit prints the count in the record's
+    # partition (docs/migrating-from-faust.md, "Side by side on Apache Kafka")
+    printed = {s.name: [int(line.rsplit(":", 1)[1]) for line in s.lines(PRINTED_CURRENT)] for s in sides}
     figures(example, records=sum(truth.values()) // (size // step), windows=len(truth),
             faust=list(result["faust"].values()), streamkit=list(result["streamkit"].values()),
-            truth=list(truth.values()), equal=result["faust"] == result["streamkit"] == truth)
+            truth=list(truth.values()), equal=result["faust"] == result["streamkit"] == truth,
+            printed_current_max={side: max(values) for side, values in printed.items()},
+            printed_lines={side: len(values) for side, values in printed.items()})
     assert result["faust"] == truth, "faust-streaming did not count every record"
     assert result["streamkit"] == result["faust"]
+    # the same windows, one count worker-wide, the other one partition's: the fixed records of a
+    # window are spread over 8 partitions, so Faust's printed count goes higher
+    assert max(printed["faust"]) > max(printed["streamkit"])
 
 
 def aggregates(broker: str, sink: str) -> dict[float, list[tuple[int, float]]]:
@@ -175,29 +189,34 @@ def tally(side: Side) -> dict[str, int]:
     return {"rounds": zeros, **{k: found[k] for k in ("stage1", "dead_stage1", "stage2", "dead_stage2")}}
 
 
+def bound_agent_rounds(name: str, broker: str, tmp_path: Any, unique: str) -> dict[str, int]:
+    """Workers of one side, each until its rounds are through both stages, until stage 1 passed
+    actions on through its channel sink. A round's fate is the wall-clock second it runs in
+    (the example fails stage 1 at ``now % 3 == 0``, stage 2 at ``== 1``), and a 3 s timer keeps a
+    worker's phase: a worker whose rounds all failed at stage 1 is followed by another, started
+    a second later in the cycle."""
+    side = Side(name, "bound_agent", broker, tmp_path / name, {"bound_agent": f"bound_agent-{name}-{unique}"})
+    totals: Counter[str] = Counter()
+    try:
+        for _attempt in range(5):
+            worker = side.start()
+            totals.update(settle(lambda: tally(side), lambda t: t["rounds"] >= 1  # noqa: B023
+                                 and t["stage1"] == t["stage2"] + t["dead_stage2"], 60, f"{name}: a round through"))
+            totals["workers"] += 1
+            worker.stop()
+            if totals["stage1"]:
+                break
+            shifted = time.time() + 1
+            wait_until(lambda: time.time() >= shifted, 5, "a second later", interval=0.01)  # noqa: B023
+    finally:
+        side.stop()
+    return dict(totals)
+
+
 def test_bound_agent_delivers_through_channels_as_faust(broker_address, tmp_path, unique):
-    result = {}
-    for name in SIDES:
-        side = Side(name, "bound_agent", broker_address, tmp_path / name, {"bound_agent": f"bound_agent-{name}-{unique}"})
-        try:
-            for attempt in range(3):
-                # a round fails at stage 1 when it runs at a second divisible by 3 (the example's
-                # rule), and a 3 s timer keeps a worker's phase: a worker whose first round failed
-                # there is replaced by one started a second later in the cycle
-                side.start()
-                wait_until(lambda: (lambda t: t["stage1"] + t["dead_stage1"])(tally(side)), 60,  # noqa: B023
-                           f"{name}: the first round at stage 1")
-                if tally(side)["stage1"]:
-                    break
-                side.worker.stop()
-                shifted = time.time() + 1
-                wait_until(lambda: time.time() >= shifted, 5, "a second later", interval=0.01)  # noqa: B023
-            else:
-                raise AssertionError(f"{name}: three workers' rounds all failed at stage 1")
-            result[name] = settle(lambda: tally(side), lambda t: t["rounds"] >= 2 and t["stage1"] == t["stage2"] + t["dead_stage2"],  # noqa: B023
-                                  60, f"{name}: two rounds through both stages")
-        finally:
-            stop_all([side])
+    result = {name: bound_agent_rounds(name, broker_address, tmp_path, unique) for name in SIDES}
     figures("bound_agent", **result)
     for name, t in result.items():
-        assert t["stage1"] > 0 and t["stage1"] == t["stage2"] + t["dead_stage2"], (name, t)
+        # every action stage 1 passed on reached stage 2 through the channel sink, once
+        assert t["stage1"] == t["stage2"] + t["dead_stage2"], (name, t)
+        assert t["stage1"] > 0, (name, t)
