@@ -235,7 +235,3 @@ def truth_by_window(timestamps: Iterable[float], size: float, step: float) -> di
             counts[float(start)] += 1
             start -= step
     return dict(sorted(counts.items()))
-
-
-def elapsed(since: float) -> str:
-    return f"{time.monotonic() - since:.0f} s"

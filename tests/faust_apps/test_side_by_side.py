@@ -16,8 +16,17 @@ from typing import Any
 import pytest
 
 from streamkit.transport.partitioner import partition_for_key
-from tests.faust_apps.side_by_side import (SIDES, Side, create_topics, produce, read, set_contents, settle,
-                                           truth_by_window, window_counts)
+from tests.faust_apps.side_by_side import (
+    SIDES,
+    Side,
+    create_topics,
+    produce,
+    read,
+    set_contents,
+    settle,
+    truth_by_window,
+    window_counts,
+)
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.skipif(not os.environ.get("STREAMKIT_TEST_BROKER"),
@@ -53,8 +62,8 @@ def test_windowing_example_counts_as_faust_does(example, size, step, broker_addr
     produce(broker_address, topic, ({"value": b'{"random": 0.5}', "partition": i % 8, "timestamp": int(ts * 1000)}
                                     for i, ts in enumerate(fixed)))
     expected_fixed = truth_by_window(fixed, size, step)
-    sides = [Side(s, example, broker_address, tmp_path / s, {"windowing": f"windowing-{s}-{unique}", f"{example}_topic": topic})
-             for s in SIDES]
+    sides = [Side(s, example, broker_address, tmp_path / s,
+                  {"windowing": f"windowing-{s}-{unique}", f"{example}_topic": topic}) for s in SIDES]
     changelog = {s.name: f"windowing-{s.name}-{unique}-{table}-changelog" for s in sides}
     counts = lambda side: window_counts(side.name, read(broker_address, changelog[side.name]))  # noqa: E731
     try:
@@ -104,8 +113,8 @@ def test_windowed_aggregation_sends_faust_aggregates(broker_address, tmp_path, u
     source = f"raw-event-{unique}"
     create_topics(broker_address, {source: 1})
     sides = [Side(s, "windowed_aggregation", broker_address, tmp_path / s,
-                  {"raw-event": source, "agg-event": f"agg-event-{s}-{unique}", "windowed-agg": f"windowed-agg-{s}-{unique}"})
-             for s in SIDES]
+                  {"raw-event": source, "agg-event": f"agg-event-{s}-{unique}",
+                   "windowed-agg": f"windowed-agg-{s}-{unique}"}) for s in SIDES]
     sink = {s.name: f"agg-event-{s.name}-{unique}" for s in sides}
     try:
         for side in sides:
