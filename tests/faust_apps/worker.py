@@ -32,12 +32,14 @@ def run_command(app: str, broker: str, cwd: Path, *args: str, **env: str) -> sub
 
 
 class AppWorker:
-    def __init__(self, app: str, broker: str, cwd: Path, **env: str) -> None:
+    def __init__(self, app: str, broker: str, cwd: Path, *, script: Path | None = None,
+                 python: str = sys.executable, **env: str) -> None:
+        """``app``'s worker; ``script`` runs another copy of it, ``python`` another interpreter (Faust's)."""
         cwd.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [sys.executable, str(APPS / f"{app}.py"), "worker", "-l", "info", "--web-port", str(self.port)],
+            [python, str(script or APPS / f"{app}.py"), "worker", "-l", "info", "--web-port", str(self.port)],
             cwd=cwd, env=app_env(broker, **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
