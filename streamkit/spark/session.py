@@ -21,6 +21,11 @@ def _on_loopback(master: str) -> bool:
     return master.startswith("spark://") and (host == "localhost" or host.startswith("127."))
 
 
+def _forwardable(name: str) -> bool:
+    """An environment variable a local task may see (not the driver's own gateway secrets)."""
+    return name.isidentifier() and not name.startswith("PYSPARK_GATEWAY")
+
+
 def spark_session(master: str = "local[2]", *, app_name: str = "streamkit", conf: dict[str, str] | None = None) -> Any:
     """Get or create the session. Local masters bind to 127.0.0.1 and serve no UI.
 
@@ -46,6 +51,13 @@ def spark_session(master: str = "local[2]", *, app_name: str = "streamkit", conf
         # a local session, or a cluster on this machine's loopback (tests): nothing listens elsewhere
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false"))
+    if master.startswith("local"):
+        # Spark's Python workers inherit the JVM's environment, taken when this process started its
+        # first session: a later session (another app, a test module) would run its tasks with the
+        # old one. Local workers run here, so they get this moment's environment explicitly.
+        for key, value in os.environ.items():
+            if _forwardable(key):
+                builder = builder.config(f"spark.executorEnv.{key}", value)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
