@@ -154,6 +154,13 @@ class SinkRows:
         self.value.append(value)
         self.headers.append([{"key": k, "value": v} for k, v in headers] if headers else None)
 
+    def rows(self) -> Iterator[Any]:
+        """The rows as a StatefulProcessor yields them (``pyspark.sql.Row``, the sink's columns)."""
+        from pyspark.sql import Row
+
+        for row in zip(self.topic, self.partition, self.key, self.value, self.headers, strict=True):
+            yield Row(topic=row[0], partition=row[1], key=row[2], value=row[3], headers=row[4])
+
     def batch(self) -> pa.RecordBatch:
         cols = [self.topic, self.partition, self.key, self.value, self.headers]
         return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(cols, self.schema, strict=True)],
@@ -293,7 +300,6 @@ def _where(batch: pa.RecordBatch) -> str:
 def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
     """A StatefulProcessor running the agent's fold step over each (partition, key)'s records; ``partitions``:
     its table's count as the driver settled it (a task's freshly imported table has not)."""
-    from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -326,10 +332,7 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             except Exception as exc:  # the policy's stop, or streamkit's own failure
                 where = f"{ordered[0]['topic']}[{ordered[0]['partition']}]" if ordered else "an empty group"
                 raise task_failed(agent_name, where, exc) from exc
-            out = run.out
-            for i in range(len(out.topic)):
-                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
-                          headers=out.headers[i])
+            yield from run.out.rows()
 
         def _fold(self, events: list[Event]) -> None:
             """Apply the step to one key's records of one partition (the group); its final state

@@ -276,7 +276,6 @@ class _KeyedStream(Stream):
 def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
     """Stage two: a StatefulProcessor running the agent over each key's records, its tables
     holding that key's entries (``partitions``: the tables' count as the driver settled it)."""
-    from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -310,10 +309,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                     self._process(records)
                 except Exception as exc:  # the policy's stop, or streamkit's own failure
                     raise task_failed(agent_name, f"{records[0]['topic']}[{records[0]['partition']}]", exc) from exc
-            out = run.out
-            for i in range(len(out.topic)):
-                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
-                          headers=out.headers[i])
+            yield from run.out.rows()
 
         def _process(self, records: list[Any]) -> None:
             run, agent = self.run, self.run.agent

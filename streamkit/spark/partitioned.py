@@ -108,7 +108,6 @@ def _millis(stamp: Any) -> int:
 
 def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
     """Stage two: a StatefulProcessor running the agent over one table partition's records."""
-    from pyspark.sql import Row
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -143,10 +142,7 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                     self._process(home, ordered)
                 except Exception as exc:  # the policy's stop, or streamkit's own failure
                     raise task_failed(agent_name, f"{ordered[0]['topic']}[{ordered[0]['partition']}]", exc) from exc
-            out = run.out
-            for i in range(len(out.topic)):
-                yield Row(topic=out.topic[i], partition=out.partition[i], key=out.key[i], value=out.value[i],
-                          headers=out.headers[i])
+            yield from run.out.rows()
 
         def _process(self, home: int, records: list[Any]) -> None:
             run, agent = self.run, self.run.agent
