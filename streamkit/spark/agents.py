@@ -59,9 +59,12 @@ def is_keyed(agent: "Agent") -> bool:
     tables' entries in Spark's state (spark/keyed.py)."""
     from ..tables.table import Table
     from ..tables.window_api import WindowWrapper
+    from .partitioned import window_join_of
 
     if agent.fold is not None or agent.per_record or agent.columnar is not None:
         return False
+    if window_join_of(agent) is not None:  # its buffer is partition state (spark/partitioned.py)
+        return True
     tables = any(isinstance(v, (Table, WindowWrapper)) for v in referenced(agent.source_fun).values())
     return tables or "group_by" in _code_names(agent.source_fun)
 
@@ -78,20 +81,23 @@ def check_runnable(agent: "Agent") -> None:
     what = f"agent {agent.name!r} cannot run on Spark"
     if getattr(agent.topic, "is_channel", False):
         raise SparkUnsupported(f"{what}: it reads {agent.topic.name}, an in-process channel; Spark reads topics")
-    if hasattr(agent.topic, "make_stream"):
-        raise SparkUnsupported(f"{what}: it reads a windowed join ({agent.topic.name}); stream-stream joins on Spark "
-                               "(two watermarked streams) are not built yet: run this agent on workers")
-    if len(agent.topic.members) > 1:
+    from .partitioned import check_windows, window_join_of
+
+    join = window_join_of(agent)
+    if join is None and hasattr(agent.topic, "make_stream"):
+        raise SparkUnsupported(f"{what}: it reads {agent.topic.name}, a stream Spark has no source for; "
+                               "run this agent on workers")
+    if join is None and len(agent.topic.members) > 1:
         raise SparkUnsupported(f"{what}: it reads several topics ({agent.topic.name}); on Spark an agent reads one "
                                "topic: declare one agent per topic")
     keyed = is_keyed(agent)
+    keeps_state = keyed if join is None else any(isinstance(v, (Table, WindowWrapper))
+                                                 for v in referenced(agent.source_fun).values())
     if agent.fold is None and not agent.per_record and agent.columnar is None and not inspect.isasyncgenfunction(fun) \
-            and not keyed:
+            and not keeps_state:
         raise SparkUnsupported(f"{what}: it is a coroutine that keeps no table, so everything it does is a side "
                                "effect; make it an async generator that yields its outputs to sinks")
     if keyed:
-        from .partitioned import check_windows
-
         check_windows(agent)
     for sink in agent.sinks:
         if not isinstance(sink, (Topic, Agent)):
@@ -202,7 +208,18 @@ class AgentRun:
             self.out.add(self.errors.dlq_topic, key, value, headers)
 
     def decode(self, messages: list[Message]) -> list[Event]:
-        topic = self.agent.topic
+        """The records decoded as the worker's router does: each with its own topic's codecs (a
+        windowed join reads two topics of different types)."""
+        members = self.agent.topic.members
+        if len(members) == 1:
+            return self._decode(members[0], messages)
+        by_topic: dict[str, list[Message]] = {}
+        for message in messages:
+            by_topic.setdefault(message.topic, []).append(message)
+        codecs = {member.name: member for member in members}
+        return [event for name, some in by_topic.items() for event in self._decode(codecs[name], some)]
+
+    def _decode(self, topic: Any, messages: list[Message]) -> list[Event]:
         events, failures = decode_batch(messages, topic.key_codec, topic.value_codec)
         for message, exc in failures:
             self.failed("decode", message, exc)

@@ -150,12 +150,18 @@ class SparkFacade:
             resolve_partitions([agent.fold.table], {agent.topic.name: counts[agent.topic.name]})
             asyncio.run(self.app.ensure_topics())
         keyed = is_keyed(agent)
+        count = counts[agent.topic.members[0].name]  # a windowed join's two topics: one count (checked)
         if keyed:  # its tables take (or must match) the topic's count, as the worker's after a repartition
+            from ..joins.checks import check_joins
             from ..tables.table import resolve_partitions
             from .keyed import plan
+            from .partitioned import window_join_of
 
+            join = window_join_of(agent)
+            if join is not None:
+                check_joins([join], counts)
             tables = plan(agent).tables
-            resolve_partitions(tables, {agent.topic.name: counts[agent.topic.name]})
+            resolve_partitions(tables, {agent.topic.name: count})
             asyncio.run(self.app.ensure_topics())
         spec = spec_of(self.app)
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
@@ -163,8 +169,7 @@ class SparkFacade:
         schema = rows.SINK_SCHEMA
         self.query_inputs[f"{self.app.id}-{agent.name}"] = {member.name for member in agent.topic.members}
         if keyed:
-            output = self._keyed_stages(agent, self._with_joined(agent, source, source_options), spec,
-                                        counts[agent.topic.name])
+            output = self._keyed_stages(agent, self._with_joined(agent, source, source_options), spec, count)
         elif agent.columnar is not None:  # the function's own batches (spark/columnar.py)
             from .columnar import ColumnarTask
 
@@ -203,9 +208,14 @@ class SparkFacade:
         """A table agent's two stages: per key (spark/keyed.py), or per table partition when it
         keeps windows, which close by the partition's stream time (spark/partitioned.py)."""
         from .keyed import RekeyTask, keyed_processor, plan
-        from .partitioned import HOME, HomeTask, partition_processor, staged_schema, windowed_tables
+        from .partitioned import HOME, HomeTask, partition_processor, staged_schema, window_join_of, windowed_tables
 
-        if windowed_tables(agent):
+        join = window_join_of(agent)
+        if join is not None and join.window.close_idle_after is not None:
+            log.warning("agent %r on Spark: windowed join %r's close_idle_after applies on workers only; on Spark "
+                        "unpaired records go out by the records' stream time, and a worker started after the "
+                        "backfill lets the rest go", agent.name, join.buffer.name)
+        if windowed_tables(agent) or join is not None:
             if plan(agent).joined:
                 raise SparkUnsupported(f"agent {agent.name!r} cannot run on Spark: it joins a table and keeps a "
                                        "windowed table, which run per key and per partition there: split it into "
@@ -256,8 +266,10 @@ def marker_topic(agent: "Agent") -> str:
     if agent.fold is not None:
         return agent.fold.table.changelog.name
     from .keyed import tables_of
+    from .partitioned import window_join_of
 
-    tables = tables_of(agent)
+    join = window_join_of(agent)
+    tables = tables_of(agent) if join is None else [join.buffer]
     return tables[0].changelog.name if tables else agent.topic.name
 
 

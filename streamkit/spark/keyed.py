@@ -139,6 +139,14 @@ def plan(agent: "Agent") -> KeyedPlan:
                                  f"record ({type(exc).__name__}: {exc}); on Spark a group_by must be called on the "
                                  "agent's own stream (not after filter/map)") from None
     tables = tables_of(agent)
+    from .partitioned import window_join_of
+
+    join = window_join_of(agent)
+    if join is not None:  # its buffer is the partition's state (spark/partitioned.py)
+        if stream.grouped is not None:
+            raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: it re-keys a windowed join's "
+                                     "pairs; yield them to a topic and group_by in the agent reading it")
+        tables = sorted([*tables, join.buffer], key=lambda table: table.name)
     if stream.grouped is None:
         return KeyedPlan(None, agent.topic.key_codec, tables, stream.joined)
     key, name, key_type = stream.grouped

@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 
 from ..errors import SparkUnsupported
+from ..joins.windowed import JoinStream
 from ..runtime.dead_letters import dead_letter_headers
 from ..runtime.progress import Event
+from ..streams.stream import Stream
 from ..tables.stores import MemoryStore
 from ..tables.table import Table, TablePartition
 from ..tables.window_api import WindowWrapper
@@ -41,8 +43,17 @@ from .task_errors import task_failed
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
+    from ..joins.windowed import WindowJoin
 
 HOME = "home"
+
+
+def window_join_of(agent: "Agent") -> "WindowJoin | None":
+    """The windowed stream-stream join the agent reads (``left.join(right, within=...)``), if any:
+    its buffer and stream time are partition state, as a windowed table's."""
+    from ..joins.windowed import WindowJoin
+
+    return agent.topic if isinstance(agent.topic, WindowJoin) else None
 
 
 def windowed_tables(agent: "Agent") -> list[Table]:
@@ -91,15 +102,28 @@ class HomeTask(RekeyTask):
             yield batch.append_column(pa.field(HOME, pa.int32(), False), pa.array(homes, pa.int32()))
 
 
-def in_task_order(records: list[Any]) -> list[Any]:
-    """One source partition's records in offset order; several merged by timestamp."""
-    by_source: dict[int, list[Any]] = {}
+def in_task_order(records: list[Any], topics: tuple[str, ...] = ()) -> list[Any]:
+    """One source partition's records in offset order; several merged by timestamp, as a worker's
+    task picks the earliest head (ties: the first of ``topics``, a join's left side, then the
+    lower partition), joins/aligned.py's order for a windowed join's two sides."""
+    by_source: dict[tuple[int, int], list[Any]] = {}
+    rank = {name: i for i, name in enumerate(topics)}
     for r in records:
-        by_source.setdefault(r["partition"], []).append(r)
+        by_source.setdefault((rank.get(r["topic"], 0), r["partition"]), []).append(r)
     lists = [sorted(rs, key=lambda r: r["offset"]) for _, rs in sorted(by_source.items())]
     if len(lists) == 1:
         return lists[0]
+    # heapq.merge hands out the smallest head, the earlier list first on ties: the worker's pick
     return list(heapq.merge(*lists, key=lambda r: _millis(r["timestamp"]) if r["timestamp"] is not None else -1))
+
+
+class SparkJoinStream(JoinStream):
+    """A windowed join's stream in a task: the worker's (each record through ``WindowJoin.process``,
+    each output keyed by its record), over the task's records already in the worker's order
+    (``in_task_order``), so no time alignment against a consumer."""
+
+    async def _next_batch(self, timeout: float | None) -> Event | None:
+        return await Stream._next_batch(self, timeout)  # noqa: SLF001 - the plain stream's inbox read, not the aligner's
 
 
 def _millis(stamp: Any) -> int:
@@ -124,6 +148,12 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             for table in self.plan.tables:
                 if table.window is not None:  # idleness is the worker's wall clock: not replayable here
                     table.window.close_idle_after = None
+            self.join = window_join_of(self.run.agent)
+            self.topics: tuple[str, ...] = ()
+            self.stream_type: type[Stream] = _KeyedStream
+            if self.join is not None:
+                self.join.window.close_idle_after = None
+                self.topics, self.stream_type = self.join.streams, SparkJoinStream
             self.states = {t.name: handle.getMapState(f"table-{t.name}", key_schema, value_schema)
                            for t in self.plan.tables}
             self.loop = asyncio.new_event_loop()
@@ -137,7 +167,7 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 for r in records:
                     run.out.add(r["topic"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or ()])
             elif records:
-                ordered = in_task_order(records)
+                ordered = in_task_order(records, self.topics)
                 try:
                     self._process(home, ordered)
                 except Exception as exc:  # the policy's stop, or streamkit's own failure
@@ -153,20 +183,22 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 part = TablePartition(home, store)
                 part.ready = True
                 table.partitions, table.local = partitions, {home: part}
-            decode_key, decode = self.plan.key_codec.decode, agent.topic.value_codec.decode
+            decode_key = self.plan.key_codec.decode  # the group_by key's, or the topics' (a join's: alike)
+            codecs = {member.name: member for member in agent.topic.members}
             events = []
             for r in records:
+                topic = codecs[r["topic"]]
                 stamp = r["timestamp"]
                 message = Message(r["topic"], home, r["offset"], r["key"], r["value"],
                                   [(h["key"], h["value"]) for h in r["headers"] or ()],
                                   None if stamp is None else _millis(stamp))
                 try:
                     events.append(Event(decode_key(r["key"]) if r["key"] is not None else None,
-                                        decode(r["value"]), message))
+                                        topic.value_codec.decode(r["value"]), message))
                 except Exception as exc:  # decoded in stage one already: only a codec that changed
                     run.failed("decode", message, exc)
             if events:
-                self.loop.run_until_complete(drive(run, events, stream_type=_KeyedStream, body=agent.source_fun))
+                self.loop.run_until_complete(drive(run, events, stream_type=self.stream_type, body=agent.source_fun))
             for table in self.plan.tables:
                 self._checkpoint(table, home)
 

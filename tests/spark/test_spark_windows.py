@@ -13,9 +13,10 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 
-from streamkit.tables.marks import MARK_KEY
 from streamkit.testing.helpers import read_topic, wait_for
 from streamkit.transport.partitioner import partition_for_key
+
+from .outputs import finals, group_committed, latest
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -84,22 +85,6 @@ def source(windows_app, broker_address):
     return produce(broker_address, topic.name, clicks(windows_app, N_CLICKS), windows_app.PARTITIONS, windows_app)
 
 
-def group_committed(app, wanted):
-    """The app's group's committed offsets summed over every partition of the topics ``wanted``
-    picks (from the broker: one run commits only the partitions it got records of)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    from streamkit.testing import confluent_conf
-
-    consumer = Consumer(confluent_conf(app.conf, **{"group.id": app.id}))
-    try:
-        meta = consumer.list_topics(timeout=10).topics
-        parts = [TopicPartition(t, p) for t in meta if wanted(t) for p in meta[t].partitions]
-        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
-    finally:
-        consumer.close()
-
-
 def run_worker_until_done(app, total, repartitioned=None, timeout=90.0):
     """Run the worker until its group committed every record: ``total`` clicks, and
     ``repartitioned`` (default: all of them) through the group_by's topic."""
@@ -113,20 +98,6 @@ def run_worker_until_done(app, total, repartitioned=None, timeout=90.0):
                 return clicks >= total and regrouped >= repartitioned
             await wait_for(done, timeout, interval=0.5, message=f"{total} clicks committed by every agent")
     asyncio.run(go())
-
-
-def latest(address, topic, isolation):
-    """The changelog's latest value per key (marks and deleted keys left out)."""
-    values = {}
-    for m in sorted(read_topic(address, topic, to_end=True, isolation=isolation), key=lambda m: m.offset()):
-        if m.key() != MARK_KEY:
-            values[(m.partition(), m.key())] = m.value()
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def finals(address, topic, isolation):
-    return Counter((m.partition(), m.key(), m.value())
-                   for m in read_topic(address, topic, to_end=True, isolation=isolation))
 
 
 def test_every_window_type_on_spark_equals_the_worker(windows_app, spark, source, broker_address, capabilities,

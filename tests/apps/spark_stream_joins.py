@@ -1,0 +1,49 @@
+"""A windowed stream-stream join for the Spark tests, written once and built twice (one app run
+by Spark, one by the worker) so their outputs and join buffers can be compared: orders joined
+with their payments within 5 s (outer: an order nobody paid and a payment of no order come out
+alone once their window closed), pairs counted per order in a plain table.
+
+SPARK_JOINS_BROKER and SPARK_JOINS_RUN (a suffix for every topic) configure it.
+"""
+import os
+
+import streamkit as sk
+
+RUN = os.environ.get("SPARK_JOINS_RUN", "local")
+BROKER = os.environ.get("SPARK_JOINS_BROKER", "127.0.0.1:9092")
+PARTITIONS = 3
+
+
+class Order(sk.Record):
+    id: str
+    amount: int
+
+
+class Payment(sk.Record):
+    id: str
+    order: str
+
+
+def build(role: str) -> sk.App:
+    app = sk.App(f"joins-{role}-{RUN}", broker=f"kafka://{BROKER}", driver="confluent", commit_interval=0.5,
+                 session_timeout_ms=6000, heartbeat_interval_ms=1000, topic_partitions=PARTITIONS,
+                 web_enabled=False)
+    orders = app.topic(f"orders-{RUN}", key_type=str, value_type=Order, partitions=PARTITIONS)
+    payments = app.topic(f"payments-{RUN}", key_type=str, value_type=Payment, partitions=PARTITIONS)
+    app.paired = app.topic(f"paired-{role}-{RUN}", key_type=str, partitions=PARTITIONS)
+    matched = app.Table("matched", default=int)
+
+    @app.agent(orders.join(payments, within=5, grace=2, how="outer"), sink=[app.paired])
+    async def pair(stream):
+        """Each order with each payment of it 5 s apart or less; alone when none came."""
+        async for key, (order, payment) in stream.items():
+            if order is not None and payment is not None:
+                matched[key] += 1
+            yield {"order": order.id if order else None, "amount": order.amount if order else None,
+                   "payment": payment.id if payment else None}
+
+    return app
+
+
+spark_app = build("spark")
+worker_app = build("worker")

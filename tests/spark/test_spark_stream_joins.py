@@ -1,0 +1,146 @@
+"""A windowed stream-stream join on Spark against the worker: the same agent
+(tests/apps/spark_stream_joins.py) over the same orders and payments — out of order, some late,
+many per key, some never paired — gives the same pairs, the same unpaired records, the same
+buffer and table changelogs; and a worker started after the backfill continues from the buffer
+Spark left (records still waiting for a partner, each partition's stream time)."""
+import asyncio
+import importlib
+import os
+import time
+import uuid
+from collections import Counter
+
+import orjson
+import pytest
+from confluent_kafka import Producer
+
+from streamkit.testing.helpers import read_topic, wait_for
+from streamkit.transport.partitioner import partition_for_key
+
+from .outputs import group_committed, latest
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+T0 = (int(time.time() * 1000) // 60_000 - 60) * 60_000  # an hour ago: inside the topics' retention
+N_ORDERS = 400
+
+
+@pytest.fixture(scope="module")
+def joins_app(broker_address):
+    os.environ["SPARK_JOINS_BROKER"] = broker_address  # before the session: its Python workers inherit it
+    os.environ["SPARK_JOINS_RUN"] = uuid.uuid4().hex[:8]
+    module = importlib.reload(importlib.import_module("tests.apps.spark_stream_joins"))
+    asyncio.run(module.spark_app.ensure_topics())
+    return module
+
+
+@pytest.fixture(scope="module")
+def spark(joins_app):
+    from streamkit.spark import spark_session
+
+    session = spark_session("local[2,2]", conf={"spark.sql.execution.arrow.maxRecordsPerBatch": "100"})
+    yield session
+    session.stop()
+
+
+def inputs(module, count, shift=0):
+    """(topic side, key, value, timestamp): orders 150 ms apart over 20 keys; most paid -4..+4 s
+    around them, every 11th never, every 13th paid 7 s later (outside the window), every 5th twice;
+    every 17th payment 30 s early (late: dropped by both); every 19th a payment of no order."""
+    out = []
+    for i in range(count):
+        at = T0 + shift + i * 150
+        key = f"k{i % 20}".encode()
+        out.append(("orders", key, module.Order(f"o{shift}-{i}", i).dumps(), at))
+        if i % 11 == 10:
+            continue
+        delay = 7_000 if i % 13 == 12 else ((i * 37) % 9 - 4) * 1000
+        if i % 17 == 16:
+            delay = -30_000
+        out.append(("payments", key, module.Payment(f"p{shift}-{i}", f"o{shift}-{i}").dumps(), at + delay))
+        if i % 5 == 4:
+            out.append(("payments", key, module.Payment(f"q{shift}-{i}", f"o{shift}-{i}").dumps(), at + 1_500))
+        if i % 19 == 18:
+            out.append(("payments", f"z{i}".encode(), module.Payment(f"x{shift}-{i}", "none").dumps(), at))
+    return out
+
+
+def produce(address, module, records):
+    """The records in time order as they come, then one lone record per partition and topic (exact
+    ends on the dev broker too); the count produced per topic."""
+    names = {"orders": f"orders-{module.RUN}", "payments": f"payments-{module.RUN}"}
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random", "linger.ms": 5})
+    for side, key, value, at in records:
+        producer.produce(names[side], key=key, value=value, timestamp=at)
+    assert producer.flush(30) == 0
+    last = max(at for *_, at in records)
+    for side, name in names.items():
+        for p in range(module.PARTITIONS):
+            key = next(k for k in (f"tail{i}".encode() for i in range(1000))
+                       if partition_for_key(k, module.PARTITIONS) == p)
+            value = module.Order("tail", 0) if side == "orders" else module.Payment("tail", "tail")
+            producer.produce(name, key=key, value=value.dumps(), timestamp=last, partition=p)
+            assert producer.flush(30) == 0
+    return len(records) + 2 * module.PARTITIONS
+
+
+def run_worker_until_done(app, total, timeout=90.0):
+    async def go():
+        async with app.running():
+            def done():
+                return group_committed(app, lambda t: t.startswith(("orders-", "payments-")) and t in app.topics) >= total
+            await wait_for(done, timeout, interval=0.5, message=f"{total} orders and payments committed")
+    asyncio.run(go())
+
+
+def pairs(address, topic, isolation):
+    return Counter((m.key(), m.value()) for m in read_topic(address, topic, to_end=True, isolation=isolation))
+
+
+@pytest.fixture(scope="module")
+def total(joins_app, broker_address):
+    return produce(broker_address, joins_app, inputs(joins_app, N_ORDERS))
+
+
+def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, broker_address, capabilities, tmp_path):
+    hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
+    isolation = "read_committed" if hides_aborted else "read_uncommitted"
+    app, worker = joins_app.spark_app, joins_app.worker_app
+    app.spark.use(spark)
+    from streamkit.spark.facade import handoff
+
+    query = app.spark.run("pair", checkpoint=str(tmp_path / "pair"), trigger="available-now")
+    query.awaitTermination()
+    handoff(app.spark, query)
+    run_worker_until_done(worker, total)
+    on_spark = pairs(broker_address, app.paired.name, isolation)
+    on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
+    assert on_spark == on_worker
+    values = [orjson.loads(v) for _, v in on_worker.elements()]
+    kinds = Counter((v["order"] is not None, v["payment"] is not None) for v in values)
+    assert kinds[(True, True)] > N_ORDERS // 2 and kinds[(True, False)] and kinds[(False, True)]  # all three kinds
+    for table in ("matched", f"orders-{joins_app.RUN}-payments-{joins_app.RUN}-join"):
+        spark_log = latest(broker_address, app.tables[table].changelog.name, isolation)
+        assert spark_log and spark_log == latest(broker_address, worker.tables[table].changelog.name,
+                                                 "read_uncommitted"), table
+
+
+def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_address, capabilities):
+    """After the backfill above, a minute more of orders and payments: the Spark app's worker
+    restores the buffer (records waiting for a partner, the stream times) from the changelog Spark
+    wrote and lets the old records go as its stream time passes them; Spark's pairs plus its
+    worker's equal the worker-only app's."""
+    hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
+    isolation = "read_committed" if hides_aborted else "read_uncommitted"
+    app, worker = joins_app.spark_app, joins_app.worker_app
+    more = produce(broker_address, joins_app, inputs(joins_app, 120, shift=120_000))
+    run_worker_until_done(worker, total + more)
+    run_worker_until_done(app, total + more)
+    on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
+    assert sum(on_worker.values()) > 0
+    assert pairs(broker_address, app.paired.name, isolation) == on_worker
+    tails = [orjson.loads(v) for k, v in on_worker if k.startswith(b"tail")]
+    assert any(t["payment"] == "tail" for t in tails)  # the first part's last records let go by the worker
+    buffer = f"orders-{joins_app.RUN}-payments-{joins_app.RUN}-join"
+    assert latest(broker_address, app.tables[buffer].changelog.name, isolation) == latest(
+        broker_address, worker.tables[buffer].changelog.name, "read_uncommitted")
