@@ -242,8 +242,10 @@ def test_join_options_that_make_no_sense_are_refused_with_the_way():
         app.agent(a.join(b, within=1), concurrency=2)(lambda pairs: pairs)
 
 
-def test_spark_refuses_a_windowed_join_with_the_reason():
-    from streamkit.spark.agents import check_runnable
+def test_spark_runs_a_windowed_join_and_refuses_what_it_cannot_with_the_reason():
+    from streamkit.errors import ConfigurationError
+    from streamkit.spark.agents import check_runnable, is_keyed
+    from streamkit.spark.keyed import plan
 
     app = faust.App("join-spark")
     a, b, out = app.topic("a"), app.topic("b"), app.topic("out")
@@ -253,8 +255,24 @@ def test_spark_refuses_a_windowed_join_with_the_reason():
         async for pair in stream:
             yield pair
 
-    with pytest.raises(SparkUnsupported, match="windowed join"):
-        check_runnable(pairs)
+    check_runnable(pairs)  # runs per partition (spark/partitioned.py), the buffer its state
+    assert is_keyed(pairs) and [t.name for t in plan(pairs).tables] == ["a-b-join"]
+
+    @app.agent(a.join(b, within=5, name="regrouped"), sink=[out])
+    async def regrouped(stream):
+        async for left, right in stream.group_by(lambda pair: pair[0]):
+            yield left
+
+    with pytest.raises(ConfigurationError, match="re-keys a windowed join's pairs"):
+        plan(regrouped)
+
+    @app.agent(a.join(b, within=5, name="effects"))
+    async def effects(stream):
+        async for pair in stream:
+            print(pair)
+
+    with pytest.raises(SparkUnsupported, match="keeps no table"):
+        check_runnable(effects)
 
 
 async def test_faust_field_list_joins_are_refused_with_the_streamkit_way():
