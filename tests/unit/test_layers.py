@@ -1,6 +1,7 @@
 """The import layers in pyproject.toml ([tool.importlinter]) hold: no module imports a higher layer."""
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
@@ -11,3 +12,23 @@ def test_no_module_imports_a_higher_layer():
     out = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "layers KEPT" in out.stdout
+
+
+def _contract() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["importlinter"]
+
+
+def test_every_module_is_in_a_layer():
+    """A module outside the list escapes the contract: each top-level module or package is named."""
+    layers = _contract()["contracts"][0]["layers"]
+    named = {part.strip() for layer in layers for part in layer.replace(":", "|").split("|")}
+    package = ROOT / "streamkit"
+    present = {f"streamkit.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    present |= {f"streamkit.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    assert sorted(present - named) == []
+
+
+def test_type_only_imports_count():
+    """An import under TYPE_CHECKING couples the layers as much as any other."""
+    assert _contract()["exclude_type_checking_imports"] is False
