@@ -14,13 +14,13 @@ import pytest
 
 import streamkit as faust  # as a Faust app would import it
 from streamkit.errors import ConfigurationError
-from streamkit.faust_settings import FAUST_SETTINGS as ALL_FAUST_SETTINGS
-from streamkit.faust_settings import ONLY, REFUSED, RENAMED, TIMING
+from streamkit.faust.settings import FAUST_SETTINGS as ALL_FAUST_SETTINGS
+from streamkit.faust.settings import ONLY, REFUSED, RENAMED, TIMING
 from streamkit.settings import Settings
 from streamkit.testing import wait_for
 from tests.helpers import collected
 
-FAUST_SETTINGS = sorted(ALL_FAUST_SETTINGS)  # faust-streaming 0.11's, kept in faust_settings.py
+FAUST_SETTINGS = sorted(ALL_FAUST_SETTINGS)  # faust-streaming 0.11's, kept in streamkit/faust/settings.py
 FIELDS = {f.name for f in dataclasses.fields(Settings)}
 
 

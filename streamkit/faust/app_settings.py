@@ -1,5 +1,5 @@
 """Faust's app-level settings, applied when a worker starts: ``logging_config``/``loghandlers``,
-``timezone`` for crontabs declared without one, and ``autodiscover`` (faust_settings.py
+``timezone`` for crontabs declared without one, and ``autodiscover`` (settings.py
 translates the names; these need the app's timers and import its modules, so they run here)."""
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pkgutil
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .types.app import AppProtocol
+    from ..types.app import AppProtocol
 
 log = logging.getLogger("streamkit.app")
 

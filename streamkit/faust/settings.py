@@ -14,7 +14,7 @@ import logging
 from datetime import timedelta
 from typing import Any, Callable
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 log = logging.getLogger("streamkit.app")
 
