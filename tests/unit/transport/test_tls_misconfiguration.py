@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import streamkit as sk
-from streamkit.transport.auth_errors import aiokafka_diagnose
+from streamkit.transport.aiokafka_diagnosis import aiokafka_diagnose
 from tests.unit.transport.test_tls_settings import make_ca, openssl
 
 
