@@ -8,7 +8,7 @@ registries (``dict[str, Agent]``...) fit the narrower views declared here.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from ..scheduled_sends import ScheduledSends
 from ..sensors import SensorDelegate
@@ -58,6 +58,40 @@ class TopicProtocol(Protocol):
     def partitions(self) -> int | None: ...
 
 
+class SourceProtocol(TopicProtocol, Protocol):
+    """What an agent reads: a topic, several (``app.topic("a", "b")``), a pattern or a channel."""
+
+    @property
+    def members(self) -> Sequence[TopicProtocol]: ...
+
+
+class AgentProtocol(Protocol):
+    """An ``agents.agent.Agent`` as the runtime, topology and web see it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic(self) -> SourceProtocol: ...
+
+    @property
+    def sinks(self) -> list[Any]: ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def failure(self) -> BaseException | None: ...
+
+    def start(self, runtime: Any) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def streams_started(self) -> bool: ...
+
+    def internal_topics(self) -> list[str]: ...
+
+
 class AppProtocol(Protocol):
     """The App as its topics, tables, agents, joins, web server and runtime see it."""
 
@@ -75,7 +109,7 @@ class AppProtocol(Protocol):
     def clock(self) -> ClockProtocol: ...
 
     @property
-    def agents(self) -> Mapping[str, Any]: ...
+    def agents(self) -> Mapping[str, AgentProtocol]: ...
 
     @property
     def timers(self) -> list[Any]: ...
@@ -118,7 +152,7 @@ class AppProtocol(Protocol):
               key_serializer: Any = None, value_serializer: Any = None, internal: bool = False,
               pattern: Any = None) -> Any: ...
 
-    def all_topics(self) -> list[Any]: ...
+    def all_topics(self) -> Sequence[TopicProtocol]: ...
 
     def copartition_group(self, subscribed: Iterable[str]) -> list[str]: ...
 
