@@ -8,7 +8,7 @@
   payment count goes to ``card-sessions`` when it closes;
 - ``recent``: each card's spend over *any* 10 minutes (sliding); above ``LIMIT`` an alert.
 
-``tests/unit/test_examples_and_timers.py`` runs it and checks every emitted value.
+``tests/unit/project/test_examples_and_timers.py`` runs it and checks every emitted value.
 """
 import asyncio
 import os

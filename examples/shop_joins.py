@@ -12,7 +12,7 @@
 - ``settle``: orders matched with payments of the same order id at most 10 minutes later; an
   order still unpaid when its window closes goes to ``unpaid`` (windowed stream-stream join, left).
 
-``tests/unit/test_joins_guide.py`` runs it and checks every output, and checks that each Python
+``tests/unit/joins/test_joins_guide.py`` runs it and checks every output, and checks that each Python
 block of docs/joins.md is taken from this file.
 """
 import asyncio

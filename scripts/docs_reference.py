@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 import streamkit
-from streamkit.faust_settings import FAUST_SETTINGS, RENAMED
+from streamkit.faust.settings import FAUST_SETTINGS, RENAMED
 from streamkit.settings import Settings
 
 SETTINGS_SOURCE = Path(__file__).resolve().parents[1] / "streamkit" / "settings.py"

@@ -17,7 +17,7 @@ from .errors import (
                      TransactionAborted,
                      WorkerStopped,
 )
-from .faust_names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
+from .faust.names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
 from .models.record import Record
 from .runtime.progress import Event
 from .sensors import Monitor, Sensor
@@ -35,7 +35,7 @@ __all__ = [
     "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted",
     "WorkerStopped", "__version__",
     "current_event",
-    # Faust's names (faust_names.py), so ``import streamkit as faust`` finds them
+    # Faust's names (faust/names.py), so ``import streamkit as faust`` finds them
     "AgentT", "AppT", "Channel", "ChannelT", "EventT", "GlobalTable", "ModelT", "Monitor", "Sensor", "Service",
     "ServiceT", "StreamT", "Table", "TableT", "TopicT", "uuid",
 ]

@@ -11,7 +11,7 @@ from .agents.naming import default_topic_name, warn_of_old_agent_topics
 from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError, exception_types, refuse_faust_options
-from .faust_settings import apply_faust_app_settings
+from .faust.app_settings import apply_faust_app_settings
 from .runtime.topic_creation import TopicsOnFirstSend
 from .scheduled_sends import ScheduledSends
 from .sensors import Monitor, SensorDelegate

@@ -26,7 +26,7 @@ from .runtime.progress import Batch, Event, Subscriber
 from .transport.base import TP, Message
 
 if TYPE_CHECKING:
-    from .app import App
+    from .types.app import AppProtocol
 
 _numbers = itertools.count(1)
 
@@ -42,7 +42,7 @@ class Channel:
         return (self,)
     partitions = 1
 
-    def __init__(self, app: "App", *, name: str | None = None, key_type: Any = None, value_type: Any = None,
+    def __init__(self, app: "AppProtocol", *, name: str | None = None, key_type: Any = None, value_type: Any = None,
                  maxsize: int | None = None) -> None:
         self.app = app
         self.name = name or f"channel-{next(_numbers)}"

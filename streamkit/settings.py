@@ -15,7 +15,7 @@ from typing import Any, get_type_hints
 
 from .env_names import warn_unknown
 from .errors import ConfigurationError, exception_types
-from .faust_settings import from_faust_environment, is_faust_name, translate
+from .faust.settings import from_faust_environment, is_faust_name, translate
 from .setting_types import convert
 
 
@@ -535,7 +535,7 @@ _HINTS = get_type_hints(Settings)
 
 
 def _from_faust_names(values: dict[str, Any]) -> dict[str, Any]:
-    """``App(...)`` keywords with Faust's setting names translated (faust_settings.py); a Faust
+    """``App(...)`` keywords with Faust's setting names translated (faust/settings.py); a Faust
     name and the streamkit name it renames to, both given, must agree."""
     out: dict[str, Any] = {}
     for name, value in values.items():

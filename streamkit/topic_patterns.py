@@ -21,7 +21,7 @@ from .errors import ConfigurationError
 from .topics import Topic, TopicGroup
 
 if TYPE_CHECKING:
-    from .app import App
+    from .types.app import AppProtocol
 
 log = logging.getLogger("streamkit.topics")
 
@@ -30,7 +30,7 @@ class PatternTopic(TopicGroup):
     """The topics matching ``pattern`` (``re.fullmatch``, as Kafka's Java client matches),
     found when the worker starts. Read only: sending needs one topic."""
 
-    def __init__(self, app: "App", pattern: "re.Pattern[str]", make: Callable[[str], Topic]) -> None:
+    def __init__(self, app: "AppProtocol", pattern: "re.Pattern[str]", make: Callable[[str], Topic]) -> None:
         template = make(f"pattern:{pattern.pattern}")  # the codecs the members get
         app.topics.pop(template.name, None)  # not a topic to create
         Topic.__init__(self, app, template.name, key_type=template.key_type, value_type=template.value_type)
@@ -55,7 +55,7 @@ class PatternTopic(TopicGroup):
         self.resolved = True
 
 
-def pattern_topic(app: "App", name: str, pattern: Any, make: Callable[[str], Topic], *, partitions: Any,
+def pattern_topic(app: "AppProtocol", name: str, pattern: Any, make: Callable[[str], Topic], *, partitions: Any,
                   replicas: Any, config: Any) -> PatternTopic:
     """Faust's ``app.topic(pattern=...)``, checked: what it cannot be is refused here."""
     if name:
@@ -72,7 +72,7 @@ def pattern_topic(app: "App", name: str, pattern: Any, make: Callable[[str], Top
     return PatternTopic(app, compiled, make)
 
 
-async def resolve_patterns(app: "App", *, planning: bool) -> None:
+async def resolve_patterns(app: "AppProtocol", *, planning: bool) -> None:
     """Give every agent's pattern topic the topics matching it on the broker now (see module doc)."""
     patterns = [(agent.name, agent.topic) for agent in app.agents.values() if isinstance(agent.topic, PatternTopic)]
     if not patterns:

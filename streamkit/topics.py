@@ -10,7 +10,7 @@ from .scheduled_sends import SENT
 from .transport.base import Headers, TopicSpec, delivery_position
 
 if TYPE_CHECKING:
-    from .app import App
+    from .types.app import AppProtocol
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Topic:
 
     def __init__(
         self,
-        app: "App",
+        app: "AppProtocol",
         name: str,
         *,
         key_type: Any = None,
@@ -214,7 +214,7 @@ class TopicGroup(Topic):
     An agent reads every member through one stream; sending needs one topic, so ``send`` on a
     group is refused (as Faust refuses ``get_topic_name()`` on it)."""
 
-    def __init__(self, app: "App", members: list[Topic]) -> None:
+    def __init__(self, app: "AppProtocol", members: list[Topic]) -> None:
         first = members[0]
         super().__init__(app, ",".join(m.name for m in members), key_type=first.key_type,
                          value_type=first.value_type, partitions=first.partitions)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from .app import App
+    from .types.app import AppProtocol
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Topology:
         return "\n".join(out)
 
 
-def build_topology(app: "App", subscribed: Iterable[str], partitions: dict[str, int]) -> Topology:
+def build_topology(app: "AppProtocol", subscribed: Iterable[str], partitions: dict[str, int]) -> Topology:
     """Freeze ``app``'s declarations as its running worker sees them: ``subscribed`` are the topics
     its agents read (group_by and through topics included), ``partitions`` each topic's count."""
     subscribed = set(subscribed)
@@ -141,7 +141,7 @@ def build_topology(app: "App", subscribed: Iterable[str], partitions: dict[str, 
     )
 
 
-def _join_reads(app: "App") -> Iterable[tuple[str, str]]:
+def _join_reads(app: "AppProtocol") -> Iterable[tuple[str, str]]:
     """(table, agent) for each stream-table join (its table) and windowed join (its buffer)."""
     agent_reading = {id(agent.topic): agent.name for agent in app.agents.values()}
     for join in app.joins:

@@ -26,9 +26,9 @@ from .restarts import RestartBudget
 from .supervision import supervise
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..runtime.worker import Runtime
     from ..topics import Topic
+    from ..types.app import AppProtocol
     from .columnar import Columnar
     from .testing import AgentTestContext
 
@@ -40,7 +40,7 @@ AgentFun = Callable[[Stream], Any]
 class Agent:
     """An ``@app.agent`` function bound to its input topic."""
 
-    def __init__(self, app: "App", fun: AgentFun, topic: "Topic", *, name: str, concurrency: int = 1,
+    def __init__(self, app: "AppProtocol", fun: AgentFun, topic: "Topic", *, name: str, concurrency: int = 1,
                  sink: Iterable[Any] | None = None, fold: "Fold | None" = None, no_retry: Any = (),
                  columnar: bool = False) -> None:
         if concurrency < 1:
@@ -371,7 +371,8 @@ class Agent:
             base = _stream_of(source)
             base_topic = _topic_of(base)
             value_type = None if getattr(source, "mapped", False) else base_topic.value_type
-            topic = self.app.topic(topic, key_type=base_topic.key_type, value_type=value_type)
+            declared: Topic = self.app.topic(topic, key_type=base_topic.key_type, value_type=value_type)
+            topic = declared
         return self._forwarding_stream(source, topic.name, lambda event, value: event.key, topic=topic)
 
     def _partitions(self, source: Stream) -> int:

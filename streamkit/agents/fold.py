@@ -8,29 +8,40 @@ and value in, state and outputs out, nothing else read or written.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Protocol
 
 from ..errors import ConfigurationError
 from ..runtime.progress import processing
 
 if TYPE_CHECKING:
     from ..streams.stream import Stream
-    from ..tables.table import Table
 
 FoldFun = Callable[[Any, Any], "tuple[Any, Iterable[Any] | None]"]
 _MISSING = object()
 
 
+class FoldTable(Protocol):
+    """What a fold needs of its ``tables.table.Table`` (tables sit above agents in the layers)."""
+
+    is_global: bool
+    name: str
+    default: Callable[[], Any] | None
+
+    def get(self, key: Any, default: Any = None) -> Any: ...
+
+    def __setitem__(self, key: Any, value: Any) -> None: ...
+
+
 class Fold:
     """The pure part of a keyed fold: the step function and where its state lives."""
 
-    def __init__(self, fun: FoldFun, table: "Table") -> None:
+    def __init__(self, fun: FoldFun, table: FoldTable) -> None:
         if table.is_global:
             raise ConfigurationError(
                 f"a fold keeps per-key state in a partitioned Table, not GlobalTable {table.name!r}"
             )
         self.fun = fun
-        self.table = table
+        self.table: Any = table  # a tables.table.Table: Spark's fold reads its codecs and changelog too
 
     def initial(self) -> Any:
         return self.table.default() if self.table.default is not None else None

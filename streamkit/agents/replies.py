@@ -19,8 +19,8 @@ from ..transport.base import TP, Message
 from ..transport.reader import Reader
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..topics import Topic
+    from ..types.app import AppProtocol
 
 log = logging.getLogger("streamkit.replies")
 
@@ -29,7 +29,7 @@ HEADER_CORRELATION = "streamkit-correlation-id"
 
 
 class Replies:
-    def __init__(self, app: "App") -> None:
+    def __init__(self, app: "AppProtocol") -> None:
         self.app = app
         self._pending: dict[bytes, asyncio.Future] = {}
         self._reader: Reader | None = None

@@ -24,7 +24,7 @@ from ..errors import ConfigurationError
 from ..tables.table import _MISSING, DELETED, Table, TablePartition
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 TABLE_HOWS = ("inner", "left", "outer")
 
@@ -36,7 +36,7 @@ def _pair(left: Any, right: Any) -> tuple[Any, Any]:
 class JoinedTable(Table):
     """The table of a table-table join (module docstring). Read-only: the sides write it."""
 
-    def __init__(self, app: "App", name: str, left: Table, right: Table, how: str,
+    def __init__(self, app: "AppProtocol", name: str, left: Table, right: Table, how: str,
                  value: Callable[[Any, Any], Any] | None) -> None:
         if how not in TABLE_HOWS:
             raise ConfigurationError(f"a table-table join is how='inner', 'left' or 'outer', not {how!r}")

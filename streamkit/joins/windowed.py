@@ -47,7 +47,7 @@ from ..transport.partitioner import partition_for_key
 from .aligned import AlignmentCounters, TimeAligner
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 log = logging.getLogger("streamkit.joins")
 
@@ -122,7 +122,7 @@ class _Buffered:
 class JoinBuffer(Table):
     """The internal table holding both sides' records (module docstring)."""
 
-    def __init__(self, app: "App", name: str, join: "WindowJoin") -> None:
+    def __init__(self, app: "AppProtocol", name: str, join: "WindowJoin") -> None:
         super().__init__(app, name, key_type=bytes, value_type=bytes)
         self.window_join = join  # not ``join``: that is Table.join, the table-table join
         self.key_codec = RawCodec()
@@ -197,7 +197,7 @@ class WindowJoin(TopicGroup):
     """``left.join(right, within=...)``: an agent input over both topics whose stream yields the
     joined pairs (module docstring)."""
 
-    def __init__(self, app: "App", left: Topic, right: Topic, window: JoinWindows, how: str,
+    def __init__(self, app: "AppProtocol", left: Topic, right: Topic, window: JoinWindows, how: str,
                  name: str | None = None) -> None:
         if how not in WINDOW_HOWS:
             raise ConfigurationError(f"a windowed join is how='inner', 'left' or 'outer', not {how!r}")

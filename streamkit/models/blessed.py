@@ -14,16 +14,13 @@ import typing
 from pathlib import Path
 from typing import Any, Callable
 
-from .convert import ValidationError
-
-if typing.TYPE_CHECKING:
-    from .record import Record
+from .validation import ValidationError
 
 KEY = "__faust"
 KEY_BYTES = b'"__faust"'
 
 #: namespace -> Record class (abstract classes are not registered, as in Faust)
-registry: dict[str, type[Record]] = {}
+registry: dict[str, type] = {}  # Record classes (record.py imports this module)
 #: namespaces of registered classes a blessed key may redirect to even under a concrete declared
 #: type; while it is empty, decoders skip the blessed-key check entirely
 redirect_targets: set[str] = set()
@@ -144,7 +141,7 @@ def is_open(cls: Any) -> bool:
     return _mentions_record(cls, abstract_only=True)
 
 
-def record_encoder(cls: type[Record], native: Callable[[Any], bytes], general: Callable[[Any], bytes],
+def record_encoder(cls: type, native: Callable[[Any], bytes], general: Callable[[Any], bytes],
                    fast: Callable[[Any], bytes] | None = None,
                    fast_errors: tuple[type[BaseException], ...] = ()) -> Callable[[Any], bytes]:
     """An encoder for instances of ``cls`` (and its subclasses) that adds blessed keys.
@@ -181,7 +178,7 @@ def record_encoder(cls: type[Record], native: Callable[[Any], bytes], general: C
             return out
         return out[:-1] + tail if len(out) > 2 else b"{" + tail[1:]
 
-    if dataclasses.is_dataclass(cls) and dataclasses.fields(cls) and not cls._options.abstract:
+    if dataclasses.is_dataclass(cls) and dataclasses.fields(cls) and not _options(cls).abstract:
         declared_tail = plan(cls)
         direct = fast or native
         if declared_tail is not None:  # the declared class, flat with fields: no lookups

@@ -14,13 +14,10 @@ import uuid
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Optional
 
-from ..errors import NoRetry
+from .blessed import KEY, blessed_class
+from .validation import ValidationError
 
 Converter = Optional[Callable[[Any], Any]]
-
-
-class ValidationError(ValueError, NoRetry):
-    """A field's JSON value does not fit its declared type (every attempt would fail: not retried)."""
 
 
 def _fail(expected: str, value: Any) -> typing.NoReturn:
@@ -120,8 +117,6 @@ def _optional(inner: Converter) -> Converter:
 
 
 def _from_model(tp: type) -> Callable[[Any], Any]:
-    from .blessed import KEY, blessed_class  # blessed.py needs ValidationError from here
-
     def conv(value: Any) -> Any:
         if isinstance(value, tp):
             return value

@@ -16,9 +16,9 @@ from ..transport import TP
 from ..transport.base import retry_while_unreachable
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..settings import Settings
     from ..transport import Consumer
+    from ..types.app import AppProtocol
     from .checkpoint import Checkpoint
     from .membership import Membership
     from .pauses import PauseLedger
@@ -40,7 +40,7 @@ class PartitionOwnership:
     """The rebalance half of the Runtime (worker.py), which holds every attribute used here."""
 
     # The Runtime's state this half reads and writes (declared, not set: Runtime.__init__ sets them).
-    app: App
+    app: AppProtocol
     conf: Settings
     consumer: Consumer | None
     pauses: PauseLedger | None

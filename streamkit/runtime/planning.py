@@ -17,10 +17,10 @@ from ..settings import DriverName
 from ..topology import Topology
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 
-async def plan_topology(app: "App", table_manager: Callable[..., Any] | None = None) -> Topology:
+async def plan_topology(app: "AppProtocol", table_manager: Callable[..., Any] | None = None) -> Topology:
     """``table_manager``: tables/manager.TableManager (a higher layer), for apps with tables."""
     from .worker import Runtime
 
@@ -42,7 +42,8 @@ async def plan_topology(app: "App", table_manager: Callable[..., Any] | None = N
             app.conf = conf
 
 
-async def table_partitions(app: "App", table_manager: Callable[..., Any] | None = None) -> dict[str, int | list[str]]:
+async def table_partitions(app: "AppProtocol",
+                           table_manager: Callable[..., Any] | None = None) -> dict[str, int | list[str]]:
     """Each table's partition count as a worker settles it (``streamkit tables``): the count, or
     the source topics whose count on the broker decides it (declared without ``partitions=``,
     they take the broker's count if they exist, which only the worker at start can know)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable
 from ..transport.base import TopicSpec
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 log = logging.getLogger("streamkit.topics")
 
@@ -25,7 +25,7 @@ log = logging.getLogger("streamkit.topics")
 class TopicsOnFirstSend:
     """The names known to exist on the broker, and the creation of any other on its first send."""
 
-    def __init__(self, app: "App") -> None:
+    def __init__(self, app: "AppProtocol") -> None:
         self.app = app
         self.known: set[str] = set()  # read inline by the send paths: a set lookup, nothing more
         self._locks: dict[str, asyncio.Lock] = {}

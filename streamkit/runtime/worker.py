@@ -34,7 +34,7 @@ from .tasks import TaskManager
 from .topic_admin import connect_admin
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol, TopicProtocol
 
 log = logging.getLogger("streamkit.worker")
 
@@ -46,7 +46,7 @@ CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive non-retriable fetch err
 class Runtime(PartitionOwnership, Service):
     """One worker process's machinery for one App."""
 
-    def __init__(self, app: "App", *, table_manager: Callable[..., Any] | None = None, **kwargs: Any) -> None:
+    def __init__(self, app: "AppProtocol", *, table_manager: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         self.app = app
         self._table_manager = table_manager  # tables/manager.TableManager: a higher layer, passed in
         self.conf = app.conf
@@ -101,7 +101,7 @@ class Runtime(PartitionOwnership, Service):
         count = self.partition_counts.get(topic)
         if count:
             return count
-        declared = self.app.topics.get(topic)
+        declared: TopicProtocol | None = self.app.topics.get(topic)
         if declared is not None and declared.partitions:
             return declared.partitions
         if topic in (self.app.leader_topic.name, self.app.reply_topic.name):

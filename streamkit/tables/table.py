@@ -18,8 +18,8 @@ from .task_keys import check_key_partitioning, task_partition
 from .values import ENTRY_PREFIX, TableEntries, TypedJsonCodec
 
 if TYPE_CHECKING:
-    from ..app import App
     from ..topics import Topic
+    from ..types.app import AppProtocol
 
 _MISSING = object()
 # Values nobody can change in place: read from the store without being watched for changes.
@@ -69,7 +69,7 @@ class Table:
     window: Any = None  # a windowed table's Window (tables/windows.py)
     changelog_declared = False  # the changelog is a topic the app declared (declared_changelog.py)
 
-    def __init__(self, app: "App", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
+    def __init__(self, app: "AppProtocol", name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
                  value_type: Any = None, partitions: int | None = None, store: str | None = None,
                  help: str = "", on_window_close: Callable[[Any, Any], Any] | None = None,
                  changelog_topic: "Topic | None" = None, key_partitioning: str = "task") -> None:

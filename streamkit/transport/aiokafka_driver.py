@@ -26,8 +26,8 @@ from aiokafka.protocol.commit import OffsetCommitRequest
 from ..errors import ConfigurationError, ProducerFenced, TransactionAborted
 from ..settings import Settings, reveal_config
 from .aiokafka_batches import BatchedSends, keep_in_metadata, transaction_error
+from .aiokafka_diagnosis import aiokafka_diagnose
 from .aiokafka_fetched import as_message, as_messages
-from .auth_errors import aiokafka_diagnose
 from .base import (
     TP,
     Admin,

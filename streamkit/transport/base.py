@@ -14,11 +14,12 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, NamedTuple, Sequence
 
 from ..errors import TransactionsUnsupported
+from .message import Headers as Headers
+from .message import Message as Message
 
 if TYPE_CHECKING:
     from .columns import Columns
 
-Headers = list[tuple[str, bytes]]
 log = logging.getLogger("streamkit.transport")
 
 
@@ -75,39 +76,6 @@ def delivery_position(result: Any) -> tuple[int, int]:
         return result.partition, result.offset
     position: tuple[int, int] = result  # the other drivers': (partition, offset) already
     return position
-
-
-class Message:
-    """One record as fetched from the broker (raw bytes, nothing decoded)."""
-
-    __slots__ = ("topic", "partition", "offset", "key", "value", "headers", "timestamp_ms")
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Headers | None,
-        timestamp: int | None,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.key = key
-        self.value = value
-        self.headers = headers or []
-        self.timestamp_ms = timestamp  # the broker's, in ms
-
-    @property
-    def timestamp(self) -> float | None:
-        """In seconds, as Faust's ``message.timestamp`` (``timestamp_ms`` is the broker's ms)."""
-        stamp = self.timestamp_ms
-        return None if stamp is None else stamp / 1000
-
-    def __repr__(self) -> str:
-        return f"<Message {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
 
 
 def keys_and_values(messages: Sequence[Any]) -> tuple[list[bytes | None], list[bytes | None]]:

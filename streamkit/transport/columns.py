@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .base import Message
+from .message import Message
 
 
 class Columns:

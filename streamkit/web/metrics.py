@@ -10,11 +10,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from ..runtime.tasks import TaskState
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 
 class _RuntimeCollector:
-    def __init__(self, app: "App") -> None:
+    def __init__(self, app: "AppProtocol") -> None:
         self.app = app
 
     def collect(self) -> Iterator[Any]:
@@ -118,7 +118,7 @@ class _RuntimeCollector:
 
 
 class Metrics:
-    def __init__(self, app: "App") -> None:
+    def __init__(self, app: "AppProtocol") -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_RuntimeCollector(app))
         self.commit_seconds = Histogram("streamkit_commit_seconds", "Checkpoint duration", registry=self.registry,

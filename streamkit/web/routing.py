@@ -22,7 +22,7 @@ from ..transport.partitioner import partition_for_key
 from .tls import client_context
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 FORWARDED = "X-Streamkit-Forwarded"
 
@@ -48,7 +48,7 @@ def error(status: int, message: str, **extra: Any) -> web.Response:
     return web.json_response({"error": message, **extra}, status=status, dumps=_json)
 
 
-def member_urls(app: "App") -> set[str]:
+def member_urls(app: "AppProtocol") -> set[str]:
     """The web URLs of the app's live members: the only places a query is forwarded to (a claim
     naming any other address is not followed)."""
     membership = app.runtime.membership if app.runtime is not None else None
@@ -57,7 +57,7 @@ def member_urls(app: "App") -> set[str]:
     return {m.url for m in membership.live() if m.url and urlsplit(m.url).scheme in ("http", "https")}
 
 
-async def forward(app: "App", request: web.Request, url: str) -> web.Response:
+async def forward(app: "AppProtocol", request: web.Request, url: str) -> web.Response:
     """Proxy ``request`` to ``url`` (same path and query), a live member's, with the app's bearer
     token; relay the answer."""
     if url not in member_urls(app):
@@ -79,7 +79,7 @@ async def forward(app: "App", request: web.Request, url: str) -> web.Response:
         return error(503, f"owner {url} unreachable: {exc}")
 
 
-async def route_key(app: "App", table: Any, key: Any, request: web.Request) -> web.Response | None:
+async def route_key(app: "AppProtocol", table: Any, key: Any, request: web.Request) -> web.Response | None:
     """None when this worker should answer; otherwise the forwarded (or 503) response."""
     table = getattr(table, "table", table)  # a windowed table's wrapper routes by its table
     number = table.key_partition(key)
@@ -96,7 +96,7 @@ async def route_key(app: "App", table: Any, key: Any, request: web.Request) -> w
     return await forward(app, request, owner)
 
 
-def table_route(app: "App", table: Any, *, match_info: str | None = None, query_param: str | None = None) -> Any:
+def table_route(app: "AppProtocol", table: Any, *, match_info: str | None = None, query_param: str | None = None) -> Any:
     if (match_info is None) == (query_param is None):
         raise ValueError("table_route needs exactly one of match_info or query_param")
 
@@ -117,7 +117,7 @@ def table_route(app: "App", table: Any, *, match_info: str | None = None, query_
     return decorate
 
 
-async def route_topic_key(app: "App", topic: Any, key: Any, request: web.Request) -> web.Response | None:
+async def route_topic_key(app: "AppProtocol", topic: Any, key: Any, request: web.Request) -> web.Response | None:
     """None when this worker is assigned the key's partition of ``topic``; otherwise the
     forwarded (or 503) response."""
     runtime = app.runtime
@@ -136,7 +136,7 @@ async def route_topic_key(app: "App", topic: Any, key: Any, request: web.Request
     return await forward(app, request, owner)
 
 
-def topic_route(app: "App", topic: Any, *, match_info: str | None = None, query_param: str | None = None,
+def topic_route(app: "AppProtocol", topic: Any, *, match_info: str | None = None, query_param: str | None = None,
                 exact_key: str | None = None) -> Any:
     """Faust's ``@app.topic_route``: answer on the worker assigned the key's partition of ``topic``."""
     if sum(x is not None for x in (match_info, query_param, exact_key)) != 1:

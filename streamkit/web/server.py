@@ -19,7 +19,7 @@ from .metrics import Metrics
 from .routing import decode_url_key, error, route_key
 
 if TYPE_CHECKING:
-    from ..app import App
+    from ..types.app import AppProtocol
 
 log = logging.getLogger("streamkit.web")
 
@@ -37,7 +37,7 @@ class Web:
 
 
 class WebServer:
-    def __init__(self, app: "App") -> None:
+    def __init__(self, app: "AppProtocol") -> None:
         self.app = app
         conf = app.conf
         self.url = conf.web_url

@@ -1,5 +1,5 @@
 """A sample app for ``streamkit acls``: a source re-keyed through a repartition topic into a
-table, a sink, exactly-once (tests/unit/test_acls_command.py, and on a broker with an authorizer
+table, a sink, exactly-once (tests/unit/cli/test_acls_command.py, and on a broker with an authorizer
 tests/integration/test_security_acls.py)."""
 import os
 

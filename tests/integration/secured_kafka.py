@@ -46,7 +46,7 @@ def make_pki(where: Path) -> None:
     """A CA, the broker's certificate (for 127.0.0.1 and localhost) and a client certificate with
     a key encrypted by ``KEY_PASSWORD``; in ``other/`` a CA the broker does not know, and a client
     certificate (same subject) it signed."""
-    from tests.unit.test_tls_settings import make_ca
+    from tests.unit.transport.test_tls_settings import make_ca
 
     make_ca(where)
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "broker.key", "-out", "broker.csr",
