@@ -22,9 +22,28 @@ else
   echo "docs site: mkdocs build --strict failed (output above)" >&2
   exit 1
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --cov=streamkit --cov-branch --cov-report=term:skip-covered "$@"
-status=$?
+PYTEST=(.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --cov=streamkit --cov-branch --cov-report=)
+rm -f .coverage .coverage.spark
+if [ $# -eq 0 ]; then
+  # The whole suite: the Spark tests (JVMs and subprocesses, mostly waiting on Spark) run beside
+  # the rest, in a second pytest with its own dev broker; their output follows the rest's.
+  SPARK_LOG=$(mktemp)
+  COVERAGE_FILE=.coverage.spark "${PYTEST[@]}" -m spark > "$SPARK_LOG" 2>&1 &
+  spark_pid=$!
+  "${PYTEST[@]}" -m "not spark"
+  status=$?
+  wait "$spark_pid"
+  spark_status=$?
+  echo "--- the Spark tests (run beside the others) ---"
+  cat "$SPARK_LOG"; rm -f "$SPARK_LOG"
+  [ "$status" -eq 0 ] && status=$spark_status
+  [ -f .coverage.spark ] && .venv/bin/python -m coverage combine --append .coverage.spark > /dev/null
+else
+  "${PYTEST[@]}" "$@"
+  status=$?
+fi
 if [ -f .coverage ]; then
+  .venv/bin/python -m coverage report --skip-covered --skip-empty
   echo "branch coverage per package:"
   for pkg in runtime transport tables; do
     printf '  streamkit/%-10s %s\n' "$pkg/" "$(.venv/bin/python -m coverage report --include="streamkit/$pkg/*" | tail -1 | awk '{print $NF}')"
