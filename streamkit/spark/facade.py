@@ -210,6 +210,11 @@ class SparkFacade:
         from .keyed import RekeyTask, keyed_processor, plan
         from .partitioned import HOME, HomeTask, partition_processor, staged_schema, window_join_of, windowed_tables
 
+        if plan(agent).lookup is not None:  # a GlobalTable join: by the looked-up key (spark/lookups.py)
+            from .lookups import LOOKUP, LookupTask, lookup_processor, lookup_schema
+
+            return (source.mapInArrow(LookupTask(spec, agent.name), lookup_schema()).groupBy(LOOKUP)
+                    .transformWithState(lookup_processor(spec, agent.name), rows.SINK_SCHEMA, "Append", "None"))
         join = window_join_of(agent)
         if join is not None and join.window.close_idle_after is not None:
             log.warning("agent %r on Spark: windowed join %r's close_idle_after applies on workers only; on Spark "

@@ -63,6 +63,7 @@ class _PlanningStream(Stream):
         super().__init__(Subscriber(f"spark-plan:{agent.name}", 1), topic=agent.topic)
         self.grouped: tuple[Any, ...] | None = None
         self.joined: list[Table] = []
+        self.lookup: tuple[Table, Callable[[Any], Any] | None] | None = None  # a GlobalTable join
 
     def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
                  key_type: Any = None, value_type: Any = None) -> "Stream":
@@ -77,12 +78,15 @@ class _PlanningStream(Stream):
         from ..joins.lookup import key_function
         from ..joins.tables import JoinedTable
 
-        if not isinstance(table, Table) or table.is_global or table.window is not None:
+        if not isinstance(table, Table) or table.window is not None:
             raise _PlanEnd  # the worker's own checks (and check_runnable) say why
         if as_of or isinstance(table, JoinedTable):
             what = "an as-of join" if as_of else f"a join with table-table join {table.name!r}"
             raise ConfigurationError(f"{what} is not built on Spark yet: run this agent on workers")
         self.joined.append(table)
+        if table.is_global:  # looked up where the key is (spark/lookups.py): the stream keeps its keys
+            self.lookup = (table, None if on is None else key_function(on)[1])
+            return self
         if on is not None:
             field, _ = key_function(on)
             self.group_by(on, name=f"{table.name}-join-{field if field.isidentifier() else 'key'}")
@@ -101,6 +105,7 @@ class KeyedPlan:
     key_codec: Any
     tables: list[Table]
     joined: list[Table]
+    lookup: tuple[Table, Callable[[Any], Any] | None] | None = None  # a GlobalTable join: (table, on=)
 
     def changelogs(self) -> dict[str, Table]:
         """The joined tables by changelog topic name."""
@@ -147,6 +152,16 @@ def plan(agent: "Agent") -> KeyedPlan:
             raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: it re-keys a windowed join's "
                                      "pairs; yield them to a topic and group_by in the agent reading it")
         tables = sorted([*tables, join.buffer], key=lambda table: table.name)
+    if stream.lookup is not None:
+        table = stream.lookup[0]
+        others = [t.name for t in tables if t is not table]
+        if stream.grouped is not None or others:
+            beside = "group_by" if stream.grouped is not None else f"table(s) {', '.join(map(repr, others))}"
+            raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: it joins GlobalTable {table.name!r} "
+                                     f"and uses {beside}; on Spark a GlobalTable join runs by the looked-up key, "
+                                     "the other by the record's: split the agent in two (the join's output topic "
+                                     "feeding the other)")
+        return KeyedPlan(None, agent.topic.key_codec, [], [table], lookup=stream.lookup)
     if stream.grouped is None:
         return KeyedPlan(None, agent.topic.key_codec, tables, stream.joined)
     key, name, key_type = stream.grouped
@@ -278,7 +293,7 @@ class _KeyedStream(Stream):
         """The worker's lookups, by the record's key: the stream is keyed by ``on`` already."""
         from ..joins.lookup import stream_table_join
 
-        return stream_table_join(self, table, on=None, how=how, as_of=as_of)
+        return stream_table_join(self, table, on=on if table.is_global else None, how=how, as_of=as_of)
 
 
 def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:

@@ -1,7 +1,8 @@
 """A windowed stream-stream join for the Spark tests, written once and built twice (one app run
 by Spark, one by the worker) so their outputs and join buffers can be compared: orders joined
 with their payments within 5 s (outer: an order nobody paid and a payment of no order come out
-alone once their window closed), pairs counted per order in a plain table.
+alone once their window closed), pairs counted per order in a plain table; and each order priced
+by a GlobalTable of rates per currency (loaded from a topic both apps share).
 
 SPARK_JOINS_BROKER and SPARK_JOINS_RUN (a suffix for every topic) configure it.
 """
@@ -17,6 +18,7 @@ PARTITIONS = 3
 class Order(sk.Record):
     id: str
     amount: int
+    currency: str = "eur"
 
 
 class Payment(sk.Record):
@@ -32,6 +34,10 @@ def build(role: str) -> sk.App:
     payments = app.topic(f"payments-{RUN}", key_type=str, value_type=Payment, partitions=PARTITIONS)
     app.paired = app.topic(f"paired-{role}-{RUN}", key_type=str, partitions=PARTITIONS)
     matched = app.Table("matched", default=int)
+    app.priced = app.topic(f"priced-{role}-{RUN}", key_type=str, partitions=PARTITIONS)
+    rates = app.GlobalTable("rates", key_type=str, value_type=float,
+                            changelog_topic=app.topic(f"rates-{RUN}", key_type=str, value_type=float,
+                                                      partitions=PARTITIONS))
 
     @app.agent(orders.join(payments, within=5, grace=2, how="outer"), sink=[app.paired])
     async def pair(stream):
@@ -41,6 +47,12 @@ def build(role: str) -> sk.App:
                 matched[key] += 1
             yield {"order": order.id if order else None, "amount": order.amount if order else None,
                    "payment": payment.id if payment else None}
+
+    @app.agent(orders, sink=[app.priced])
+    async def price(stream):
+        """Each order's amount in the rates' unit (None: no rate for its currency)."""
+        async for order, rate in stream.join(rates, on=Order.currency, how="left"):
+            yield {"order": order.id, "value": None if rate is None else order.amount * rate}
 
     return app
 

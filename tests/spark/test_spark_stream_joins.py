@@ -51,7 +51,8 @@ def inputs(module, count, shift=0):
     for i in range(count):
         at = T0 + shift + i * 150
         key = f"k{i % 20}".encode()
-        out.append(("orders", key, module.Order(f"o{shift}-{i}", i).dumps(), at))
+        currency = ("eur", "usd", "gbp", "chf")[i % 4]  # no rate for chf
+        out.append(("orders", key, module.Order(f"o{shift}-{i}", i, currency).dumps(), at))
         if i % 11 == 10:
             continue
         delay = 7_000 if i % 13 == 12 else ((i * 37) % 9 - 4) * 1000
@@ -84,6 +85,14 @@ def produce(address, module, records):
     return len(records) + 2 * module.PARTITIONS
 
 
+def load_rates(address, module, rates):
+    """The rates' topic, the GlobalTable's changelog both apps read (loaded before any order)."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random"})
+    for currency, rate in rates.items():  # one a batch: the dev broker's end offsets are exact then
+        producer.produce(f"rates-{module.RUN}", key=currency.encode(), value=orjson.dumps(rate))
+        assert producer.flush(30) == 0
+
+
 def run_worker_until_done(app, total, timeout=90.0):
     async def go():
         async with app.running():
@@ -99,6 +108,7 @@ def pairs(address, topic, isolation):
 
 @pytest.fixture(scope="module")
 def total(joins_app, broker_address):
+    load_rates(broker_address, joins_app, {"eur": 1.0, "usd": 0.5, "gbp": 1.25})
     return produce(broker_address, joins_app, inputs(joins_app, N_ORDERS))
 
 
@@ -109,10 +119,15 @@ def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, bro
     app.spark.use(spark)
     from streamkit.spark.facade import handoff
 
-    query = app.spark.run("pair", checkpoint=str(tmp_path / "pair"), trigger="available-now")
-    query.awaitTermination()
-    handoff(app.spark, query)
+    for agent in ("pair", "price"):
+        query = app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now")
+        query.awaitTermination()
+        handoff(app.spark, query)
     run_worker_until_done(worker, total)
+    priced = pairs(broker_address, worker.priced.name, "read_uncommitted")
+    assert pairs(broker_address, app.priced.name, isolation) == priced  # the GlobalTable join
+    values = {orjson.loads(value)["value"] for _, value in priced.elements()}
+    assert None in values and len(values) > 100  # chf unpriced; the others priced
     on_spark = pairs(broker_address, app.paired.name, isolation)
     on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
     assert on_spark == on_worker
@@ -139,6 +154,8 @@ def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_
     on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
     assert sum(on_worker.values()) > 0
     assert pairs(broker_address, app.paired.name, isolation) == on_worker
+    assert pairs(broker_address, app.priced.name, isolation) == pairs(broker_address, worker.priced.name,
+                                                                      "read_uncommitted")
     tails = [orjson.loads(v) for k, v in on_worker if k.startswith(b"tail")]
     assert any(t["payment"] == "tail" for t in tails)  # the first part's last records let go by the worker
     buffer = f"orders-{joins_app.RUN}-payments-{joins_app.RUN}-join"
