@@ -107,6 +107,10 @@ def check_runnable(agent: "Agent") -> None:
     for method, reason in _REFUSED_METHODS.items():
         if method in names:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")
+    if agent.fold is not None:
+        from .keyed import refuse_table_joins
+
+        refuse_table_joins(agent, [agent.fold.table], "is a fold")
     for name, value in referenced(fun).items():
         if isinstance(value, WindowWrapper) and agent.fold is not None:
             raise SparkUnsupported(f"{what}: a fold keeps its own table; use windowed table {value.name!r} ({name}) "

@@ -2,7 +2,8 @@
 by Spark, one by the worker) so their outputs and join buffers can be compared: orders joined
 with their payments within 5 s (outer: an order nobody paid and a payment of no order come out
 alone once their window closed), pairs counted per order in a plain table; and each order priced
-by a GlobalTable of rates per currency (loaded from a topic both apps share).
+by a GlobalTable of rates per currency (loaded from a topic both apps share); and a table-table
+join of customers' tiers with their cities, each side written by its own agent.
 
 SPARK_JOINS_BROKER and SPARK_JOINS_RUN (a suffix for every topic) configure it.
 """
@@ -26,6 +27,16 @@ class Payment(sk.Record):
     order: str
 
 
+class Profile(sk.Record):
+    customer: str
+    tier: str  # "gone": the customer is deleted
+
+
+class Move(sk.Record):
+    customer: str
+    city: str
+
+
 def build(role: str) -> sk.App:
     app = sk.App(f"joins-{role}-{RUN}", broker=f"kafka://{BROKER}", driver="confluent", commit_interval=0.5,
                  session_timeout_ms=6000, heartbeat_interval_ms=1000, topic_partitions=PARTITIONS,
@@ -47,6 +58,25 @@ def build(role: str) -> sk.App:
                 matched[key] += 1
             yield {"order": order.id if order else None, "amount": order.amount if order else None,
                    "payment": payment.id if payment else None}
+
+    profiles = app.topic(f"profiles-{RUN}", key_type=str, value_type=Profile, partitions=PARTITIONS)
+    moves = app.topic(f"moves-{RUN}", key_type=str, value_type=Move, partitions=PARTITIONS)
+    tiers = app.Table("tiers", key_type=str, value_type=str)
+    cities = app.Table("cities", key_type=str, value_type=str)
+    app.located = tiers.join(cities, how="left")
+
+    @app.agent(profiles)
+    async def profile(stream):
+        async for p in stream:
+            if p.tier == "gone":
+                tiers.pop(p.customer, None)
+            else:
+                tiers[p.customer] = p.tier
+
+    @app.agent(moves)
+    async def move(stream):
+        async for m in stream:
+            cities[m.customer] = m.city
 
     @app.agent(orders, sink=[app.priced])
     async def price(stream):

@@ -93,11 +93,44 @@ def load_rates(address, module, rates):
         assert producer.flush(30) == 0
 
 
+def customers(address, module):
+    """Tiers and cities of 40 customers, three and two changes each; every 7th customer deleted
+    last, five cities of customers without a tier; one lone record per partition at the end.
+    The count produced."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random", "linger.ms": 5})
+    count = 0
+    for step in range(3):
+        for c in range(40):
+            tier = "gone" if step == 2 and c % 7 == 0 else f"t{(c + step) % 3}"
+            producer.produce(f"profiles-{module.RUN}", key=f"c{c}".encode(), value=module.Profile(f"c{c}", tier).dumps())
+            if step < 2:
+                producer.produce(f"moves-{module.RUN}", key=f"c{c}".encode(),
+                                 value=module.Move(f"c{c}", f"city{(c * 3 + step) % 11}").dumps())
+                count += 1
+            count += 1
+    for c in range(40, 45):
+        producer.produce(f"moves-{module.RUN}", key=f"c{c}".encode(), value=module.Move(f"c{c}", "nowhere").dumps())
+        count += 1
+    assert producer.flush(30) == 0
+    for name, value in ((f"profiles-{module.RUN}", module.Profile("tail", "t0")),
+                        (f"moves-{module.RUN}", module.Move("tail", "tail"))):
+        for p in range(module.PARTITIONS):
+            key = next(k for k in (f"tail{i}".encode() for i in range(1000))
+                       if partition_for_key(k, module.PARTITIONS) == p)
+            producer.produce(name, key=key, value=value.dumps(), partition=p)
+            assert producer.flush(30) == 0
+            count += 1
+    return count
+
+
+INPUTS = ("orders-", "payments-", "profiles-", "moves-")
+
+
 def run_worker_until_done(app, total, timeout=90.0):
     async def go():
         async with app.running():
             def done():
-                return group_committed(app, lambda t: t.startswith(("orders-", "payments-")) and t in app.topics) >= total
+                return group_committed(app, lambda t: t.startswith(INPUTS) and t in app.topics) >= total
             await wait_for(done, timeout, interval=0.5, message=f"{total} orders and payments committed")
     asyncio.run(go())
 
@@ -109,7 +142,7 @@ def pairs(address, topic, isolation):
 @pytest.fixture(scope="module")
 def total(joins_app, broker_address):
     load_rates(broker_address, joins_app, {"eur": 1.0, "usd": 0.5, "gbp": 1.25})
-    return produce(broker_address, joins_app, inputs(joins_app, N_ORDERS))
+    return customers(broker_address, joins_app) + produce(broker_address, joins_app, inputs(joins_app, N_ORDERS))
 
 
 def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, broker_address, capabilities, tmp_path):
@@ -119,7 +152,7 @@ def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, bro
     app.spark.use(spark)
     from streamkit.spark.facade import handoff
 
-    for agent in ("pair", "price"):
+    for agent in ("pair", "price", "profile", "move"):
         query = app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now")
         query.awaitTermination()
         handoff(app.spark, query)
@@ -134,6 +167,10 @@ def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, bro
     values = [orjson.loads(v) for _, v in on_worker.elements()]
     kinds = Counter((v["order"] is not None, v["payment"] is not None) for v in values)
     assert kinds[(True, True)] > N_ORDERS // 2 and kinds[(True, False)] and kinds[(False, True)]  # all three kinds
+    located = latest(broker_address, app.located.changelog.name, isolation)
+    assert located == latest(broker_address, worker.located.changelog.name, "read_uncommitted")  # table-table
+    assert (0, b"c3") in located or (1, b"c3") in located or (2, b"c3") in located
+    assert not any(k in (b"c0", b"c7", b"c40") for _, k in located)  # deleted; a city without a tier
     for table in ("matched", f"orders-{joins_app.RUN}-payments-{joins_app.RUN}-join"):
         spark_log = latest(broker_address, app.tables[table].changelog.name, isolation)
         assert spark_log and spark_log == latest(broker_address, worker.tables[table].changelog.name,
