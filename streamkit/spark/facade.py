@@ -160,8 +160,8 @@ class SparkFacade:
             join = window_join_of(agent)
             if join is not None:
                 check_joins([join], counts)
-            tables = plan(agent).tables
-            resolve_partitions(tables, {agent.topic.name: count})
+            keyed_plan = plan(agent)  # the tables it reads changelogs of too: they exist before the query reads them
+            resolve_partitions([*keyed_plan.tables, *keyed_plan.joined], {agent.topic.name: count})
             asyncio.run(self.app.ensure_topics())
         spec = spec_of(self.app)
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,

@@ -196,10 +196,12 @@ def with_table_joins(tables: list[Table], joined: list[Table]) -> tuple[list[Tab
     """A per-key agent writing a side of a table-table join keeps the joined table up to date as
     the worker's checkpoint does: the joined table is one of its tables (after the sides), and
     the other side's changelog and the joined table's own are read beside the stream, so the
-    other side's value and the joined entry (whoever wrote them) are in the key's state."""
+    other side's value and the joined entry (whoever wrote them) are in the key's state. One
+    reading a joined table gets both sides' changelogs read the same way."""
     materialised = [t for t in table_joins_of(tables) if not any(t is x for x in tables)]  # `is`: tables are dicts
+    read_directly = [t for t in tables if isinstance(t, JoinedTable)]  # read from its sides: they are loaded too
     read: list[Table] = []
-    for table in materialised:
+    for table in [*materialised, *read_directly]:
         read += [side for side in (table.left, table.right) if not any(side is x for x in [*tables, *joined])]
         read.append(table)
     unique = list({id(side): side for side in read}.values())

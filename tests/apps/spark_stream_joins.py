@@ -78,6 +78,15 @@ def build(role: str) -> sk.App:
         async for m in stream:
             cities[m.customer] = m.city
 
+    asks = app.topic(f"asks-{RUN}", key_type=str, value_type=str, partitions=PARTITIONS)
+    app.answers = app.topic(f"answers-{role}-{RUN}", key_type=str, partitions=PARTITIONS)
+
+    @app.agent(asks, sink=[app.answers])
+    async def where(stream):
+        """Each customer asked about, with its tier and city: a read of the joined table."""
+        async for customer in stream:
+            yield {"customer": customer, "located": app.located.get(customer)}
+
     @app.agent(orders, sink=[app.priced])
     async def price(stream):
         """Each order's amount in the rates' unit (None: no rate for its currency)."""

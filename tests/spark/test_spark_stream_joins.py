@@ -112,18 +112,26 @@ def customers(address, module):
         producer.produce(f"moves-{module.RUN}", key=f"c{c}".encode(), value=module.Move(f"c{c}", "nowhere").dumps())
         count += 1
     assert producer.flush(30) == 0
-    for name, value in ((f"profiles-{module.RUN}", module.Profile("tail", "t0")),
-                        (f"moves-{module.RUN}", module.Move("tail", "tail"))):
+    for name, kind in ((f"profiles-{module.RUN}", module.Profile), (f"moves-{module.RUN}", module.Move)):
         for p in range(module.PARTITIONS):
             key = next(k for k in (f"tail{i}".encode() for i in range(1000))
                        if partition_for_key(k, module.PARTITIONS) == p)
-            producer.produce(name, key=key, value=value.dumps(), partition=p)
+            producer.produce(name, key=key, value=kind(key.decode(), "tail").dumps(), partition=p)
             assert producer.flush(30) == 0
             count += 1
     return count
 
 
-INPUTS = ("orders-", "payments-", "profiles-", "moves-")
+INPUTS = ("orders-", "payments-", "profiles-", "moves-", "asks-")
+
+
+def ask(address, module):
+    """One question per customer, each alone in its batch (exact ends on the dev broker); the count."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random"})
+    for c in range(45):
+        producer.produce(f"asks-{module.RUN}", key=f"c{c}".encode(), value=f"c{c}".encode())
+        assert producer.flush(30) == 0
+    return 45
 
 
 def run_worker_until_done(app, total, timeout=90.0):
@@ -177,17 +185,28 @@ def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, bro
                                                  "read_uncommitted"), table
 
 
-def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_address, capabilities):
+def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_address, capabilities, tmp_path):
     """After the backfill above, a minute more of orders and payments: the Spark app's worker
     restores the buffer (records waiting for a partner, the stream times) from the changelog Spark
     wrote and lets the old records go as its stream time passes them; Spark's pairs plus its
-    worker's equal the worker-only app's."""
+    worker's equal the worker-only app's. And an agent reading the table-table join on Spark
+    answers with the join of its sides' final values, as the worker does."""
     hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
     isolation = "read_committed" if hides_aborted else "read_uncommitted"
     app, worker = joins_app.spark_app, joins_app.worker_app
     more = produce(broker_address, joins_app, inputs(joins_app, 120, shift=120_000))
+    more += ask(broker_address, joins_app)  # the joined table's final values, read by an agent
+    from streamkit.spark.facade import handoff
+
+    query = app.spark.run("where", checkpoint=str(tmp_path / "where"), trigger="available-now")
+    query.awaitTermination()
+    handoff(app.spark, query)
     run_worker_until_done(worker, total + more)
     run_worker_until_done(app, total + more)
+    answers = pairs(broker_address, worker.answers.name, "read_uncommitted")
+    assert pairs(broker_address, app.answers.name, isolation) == answers
+    located = {orjson.loads(v)["customer"]: orjson.loads(v)["located"] for _, v in answers}
+    assert located["c3"] == ["t2", "city10"] and located["c0"] is None and located["c40"] is None
     on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
     assert sum(on_worker.values()) > 0
     assert pairs(broker_address, app.paired.name, isolation) == on_worker
