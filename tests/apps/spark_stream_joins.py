@@ -50,7 +50,9 @@ def build(role: str) -> sk.App:
                             changelog_topic=app.topic(f"rates-{RUN}", key_type=str, value_type=float,
                                                       partitions=PARTITIONS))
 
-    @app.agent(orders.join(payments, within=5, grace=2, how="outer"), sink=[app.paired])
+    # grace 60 s: how the worker's first fetches of the two topics interleave (a few seconds at
+    # most) changes no output, so the comparison is exact; records 90 s out of order are late
+    @app.agent(orders.join(payments, within=5, grace=60, how="outer"), sink=[app.paired])
     async def pair(stream):
         """Each order with each payment of it 5 s apart or less; alone when none came."""
         async for key, (order, payment) in stream.items():
@@ -63,7 +65,7 @@ def build(role: str) -> sk.App:
     moves = app.topic(f"moves-{RUN}", key_type=str, value_type=Move, partitions=PARTITIONS)
     tiers = app.Table("tiers", key_type=str, value_type=str)
     cities = app.Table("cities", key_type=str, value_type=str)
-    app.located = tiers.join(cities, how="left")
+    located = app.located = tiers.join(cities, how="left")
 
     @app.agent(profiles)
     async def profile(stream):
@@ -85,7 +87,7 @@ def build(role: str) -> sk.App:
     async def where(stream):
         """Each customer asked about, with its tier and city: a read of the joined table."""
         async for customer in stream:
-            yield {"customer": customer, "located": app.located.get(customer)}
+            yield {"customer": customer, "located": located.get(customer)}
 
     @app.agent(orders, sink=[app.priced])
     async def price(stream):

@@ -44,20 +44,20 @@ def spark(joins_app):
 
 
 def inputs(module, count, shift=0):
-    """(topic side, key, value, timestamp): orders 150 ms apart over 20 keys; most paid -4..+4 s
+    """(topic side, key, value, timestamp): orders 300 ms apart over 80 keys (24 s apart per key); most paid -4..+4 s
     around them, every 11th never, every 13th paid 7 s later (outside the window), every 5th twice;
-    every 17th payment 30 s early (late: dropped by both); every 19th a payment of no order."""
+    every 17th payment 90 s early (late: dropped by both); every 19th a payment of no order."""
     out = []
     for i in range(count):
-        at = T0 + shift + i * 150
-        key = f"k{i % 20}".encode()
+        at = T0 + shift + i * 300
+        key = f"k{i % 80}".encode()
         currency = ("eur", "usd", "gbp", "chf")[i % 4]  # no rate for chf
         out.append(("orders", key, module.Order(f"o{shift}-{i}", i, currency).dumps(), at))
         if i % 11 == 10:
             continue
         delay = 7_000 if i % 13 == 12 else ((i * 37) % 9 - 4) * 1000
         if i % 17 == 16:
-            delay = -30_000
+            delay = -90_000
         out.append(("payments", key, module.Payment(f"p{shift}-{i}", f"o{shift}-{i}").dumps(), at + delay))
         if i % 5 == 4:
             out.append(("payments", key, module.Payment(f"q{shift}-{i}", f"o{shift}-{i}").dumps(), at + 1_500))
@@ -129,7 +129,7 @@ def ask(address, module):
     """One question per customer, each alone in its batch (exact ends on the dev broker); the count."""
     producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random"})
     for c in range(45):
-        producer.produce(f"asks-{module.RUN}", key=f"c{c}".encode(), value=f"c{c}".encode())
+        producer.produce(f"asks-{module.RUN}", key=f"c{c}".encode(), value=orjson.dumps(f"c{c}"))  # str values: JSON
         assert producer.flush(30) == 0
     return 45
 
@@ -186,7 +186,7 @@ def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, bro
 
 
 def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_address, capabilities, tmp_path):
-    """After the backfill above, a minute more of orders and payments: the Spark app's worker
+    """After the backfill above, four minutes on, more orders and payments: the Spark app's worker
     restores the buffer (records waiting for a partner, the stream times) from the changelog Spark
     wrote and lets the old records go as its stream time passes them; Spark's pairs plus its
     worker's equal the worker-only app's. And an agent reading the table-table join on Spark
@@ -194,7 +194,7 @@ def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_
     hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
     isolation = "read_committed" if hides_aborted else "read_uncommitted"
     app, worker = joins_app.spark_app, joins_app.worker_app
-    more = produce(broker_address, joins_app, inputs(joins_app, 120, shift=120_000))
+    more = produce(broker_address, joins_app, inputs(joins_app, 120, shift=240_000))
     more += ask(broker_address, joins_app)  # the joined table's final values, read by an agent
     from streamkit.spark.facade import handoff
 
@@ -204,6 +204,7 @@ def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_
     run_worker_until_done(worker, total + more)
     run_worker_until_done(app, total + more)
     answers = pairs(broker_address, worker.answers.name, "read_uncommitted")
+    assert len(answers) == 45
     assert pairs(broker_address, app.answers.name, isolation) == answers
     located = {orjson.loads(v)["customer"]: orjson.loads(v)["located"] for _, v in answers}
     assert located["c3"] == ["t2", "city10"] and located["c0"] is None and located["c40"] is None
