@@ -71,6 +71,7 @@ class Agent:
         self.is_generator = inspect.isasyncgenfunction(fun)
         self.restarts = 0
         self.failure: BaseException | None = None  # set once the agent is failed (agents/restarts.py)
+        self.restarting: str | None = None  # while it waits to start again after a crash: why (``/ready``)
         self._runtime: "Runtime | None" = None
         self._tasks: list[asyncio.Task] = []
         self._repartitions: dict[tuple[str, int], Stream] = {}
@@ -178,7 +179,12 @@ class Agent:
             else:
                 log.error("agent %s crashed outside a record; restart %d of %d in %.1fs", self.name,
                           budget.in_a_row, budget.limit, delay, exc_info=exc)
-            await asyncio.sleep(delay)
+            why = "returned" if exc is None else f"{type(exc).__name__}: {exc}"
+            self.restarting = f"{why}; restart {budget.in_a_row} of {budget.limit} in {delay:.1f}s"
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self.restarting = None
             budget.started()
 
         async def returned() -> None:

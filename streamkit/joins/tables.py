@@ -129,7 +129,7 @@ class JoinedTable(Table):
     def _refuse(self, *args: Any) -> Any:
         raise TypeError(f"{self!r} is written by its sides: write {self.left.name!r} or {self.right.name!r}")
 
-    __setitem__ = __delitem__ = setdefault = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = setdefault = pop = update = _refuse  # type: ignore[assignment]
 
     # -- the checkpoint: materialise what the sides changed ----------------------------------------
 

@@ -107,16 +107,31 @@ def check_runnable(agent: "Agent") -> None:
     for method, reason in _REFUSED_METHODS.items():
         if method in names:
             raise SparkUnsupported(f"{what}: it calls {method}(); {reason}")
+    if agent.fold is not None:
+        from .keyed import refuse_table_joins
+
+        refuse_table_joins(agent, [agent.fold.table], "is a fold")
     for name, value in referenced(fun).items():
         if isinstance(value, WindowWrapper) and agent.fold is not None:
             raise SparkUnsupported(f"{what}: a fold keeps its own table; use windowed table {value.name!r} ({name}) "
                                    "from an async agent")
-        if isinstance(value, Table) and value.is_global:
+        if isinstance(value, Table) and value.is_global and not _looked_up(agent, value):
             raise SparkUnsupported(f"{what}: it uses global table {value.name!r} ({name}); every worker holds "
                                    "all of it, which no Spark task does: run this agent on workers")
         if isinstance(value, (Topic, Agent, App)):
             raise SparkUnsupported(f"{what}: it uses {name} ({value!r}) to send or ask directly, a side effect "
                                    "Spark could repeat; yield outputs to the agent's sinks instead")
+
+
+def _looked_up(agent: "Agent", table: Any) -> bool:
+    """True when the agent joins GlobalTable ``table`` (``stream.join(table, on=...)``), which
+    Spark runs by the looked-up key (spark/lookups.py)."""
+    from .keyed import plan
+
+    if agent.fold is not None or agent.per_record or agent.columnar is not None:
+        return False
+    lookup = plan(agent).lookup
+    return lookup is not None and lookup[0] is table
 
 
 class EndOfInput(BaseException):

@@ -160,8 +160,8 @@ class SparkFacade:
             join = window_join_of(agent)
             if join is not None:
                 check_joins([join], counts)
-            tables = plan(agent).tables
-            resolve_partitions(tables, {agent.topic.name: count})
+            keyed_plan = plan(agent)  # the tables it reads changelogs of too: they exist before the query reads them
+            resolve_partitions([*keyed_plan.tables, *keyed_plan.joined], {agent.topic.name: count})
             asyncio.run(self.app.ensure_topics())
         spec = spec_of(self.app)
         source = self.read_topic(agent.topic, streaming=True, maxOffsetsPerTrigger=max_offsets_per_trigger,
@@ -210,6 +210,11 @@ class SparkFacade:
         from .keyed import RekeyTask, keyed_processor, plan
         from .partitioned import HOME, HomeTask, partition_processor, staged_schema, window_join_of, windowed_tables
 
+        if plan(agent).lookup is not None:  # a GlobalTable join: by the looked-up key (spark/lookups.py)
+            from .lookups import LOOKUP, LookupTask, lookup_processor, lookup_schema
+
+            return (source.mapInArrow(LookupTask(spec, agent.name), lookup_schema()).groupBy(LOOKUP)
+                    .transformWithState(lookup_processor(spec, agent.name), rows.SINK_SCHEMA, "Append", "None"))
         join = window_join_of(agent)
         if join is not None and join.window.close_idle_after is not None:
             log.warning("agent %r on Spark: windowed join %r's close_idle_after applies on workers only; on Spark "

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ..agents.agent import group_key
 from ..errors import ConfigurationError, NoRetry
+from ..joins.tables import JoinedTable
 from ..runtime.progress import Event, Subscriber, processing
 from ..streams.stream import Stream
 from ..tables.marks import MARK_KEY
@@ -63,6 +64,7 @@ class _PlanningStream(Stream):
         super().__init__(Subscriber(f"spark-plan:{agent.name}", 1), topic=agent.topic)
         self.grouped: tuple[Any, ...] | None = None
         self.joined: list[Table] = []
+        self.lookup: tuple[Table, Callable[[Any], Any] | None] | None = None  # a GlobalTable join
 
     def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
                  key_type: Any = None, value_type: Any = None) -> "Stream":
@@ -77,12 +79,15 @@ class _PlanningStream(Stream):
         from ..joins.lookup import key_function
         from ..joins.tables import JoinedTable
 
-        if not isinstance(table, Table) or table.is_global or table.window is not None:
+        if not isinstance(table, Table) or table.window is not None:
             raise _PlanEnd  # the worker's own checks (and check_runnable) say why
         if as_of or isinstance(table, JoinedTable):
             what = "an as-of join" if as_of else f"a join with table-table join {table.name!r}"
             raise ConfigurationError(f"{what} is not built on Spark yet: run this agent on workers")
         self.joined.append(table)
+        if table.is_global:  # looked up where the key is (spark/lookups.py): the stream keeps its keys
+            self.lookup = (table, None if on is None else key_function(on)[1])
+            return self
         if on is not None:
             field, _ = key_function(on)
             self.group_by(on, name=f"{table.name}-join-{field if field.isidentifier() else 'key'}")
@@ -101,6 +106,7 @@ class KeyedPlan:
     key_codec: Any
     tables: list[Table]
     joined: list[Table]
+    lookup: tuple[Table, Callable[[Any], Any] | None] | None = None  # a GlobalTable join: (table, on=)
 
     def changelogs(self) -> dict[str, Table]:
         """The joined tables by changelog topic name."""
@@ -147,8 +153,23 @@ def plan(agent: "Agent") -> KeyedPlan:
             raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: it re-keys a windowed join's "
                                      "pairs; yield them to a topic and group_by in the agent reading it")
         tables = sorted([*tables, join.buffer], key=lambda table: table.name)
-    if stream.grouped is None:
+    if stream.lookup is not None:
+        table = stream.lookup[0]
+        refuse_table_joins(agent, [t for t in tables if t is not table], "joins a GlobalTable")
+        others = [t.name for t in tables if t is not table]
+        if stream.grouped is not None or others:
+            beside = "group_by" if stream.grouped is not None else f"table(s) {', '.join(map(repr, others))}"
+            raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: it joins GlobalTable {table.name!r} "
+                                     f"and uses {beside}; on Spark a GlobalTable join runs by the looked-up key, "
+                                     "the other by the record's: split the agent in two (the join's output topic "
+                                     "feeding the other)")
+        return KeyedPlan(None, agent.topic.key_codec, [], [table], lookup=stream.lookup)
+    if join is not None or any(table.window is not None for table in tables):
+        refuse_table_joins(agent, tables, "runs per partition there (a windowed table or join)")
         return KeyedPlan(None, agent.topic.key_codec, tables, stream.joined)
+    tables, joined = with_table_joins(tables, stream.joined)
+    if stream.grouped is None:
+        return KeyedPlan(None, agent.topic.key_codec, tables, joined)
     key, name, key_type = stream.grouped
     field, key_fn = group_key(key, name)
     source_type = agent.topic.value_type
@@ -157,7 +178,44 @@ def plan(agent: "Agent") -> KeyedPlan:
         key_type = key_type if isinstance(key_type, type) else None
     topic = agent.app.topic(f"{agent.app.id}-{agent.name}-{name or field}-repartition", key_type=key_type,
                             value_type=source_type)
-    return KeyedPlan(key_fn, topic.key_codec, tables, stream.joined)
+    return KeyedPlan(key_fn, topic.key_codec, tables, joined)
+
+
+def table_joins_of(tables: list[Table]) -> list[Any]:
+    """The table-table joins (joins/tables.py) one of ``tables`` is a side of."""
+    from ..joins.tables import JoinedTable
+
+    if not tables:
+        return []
+    found = [t for t in tables[0].app.tables.values() if isinstance(t, JoinedTable)
+             and any(t.left is side or t.right is side for side in tables)]
+    return sorted(found, key=lambda table: table.name)
+
+
+def with_table_joins(tables: list[Table], joined: list[Table]) -> tuple[list[Table], list[Table]]:
+    """A per-key agent writing a side of a table-table join keeps the joined table up to date as
+    the worker's checkpoint does: the joined table is one of its tables (after the sides), and
+    the other side's changelog and the joined table's own are read beside the stream, so the
+    other side's value and the joined entry (whoever wrote them) are in the key's state. One
+    reading a joined table gets both sides' changelogs read the same way."""
+    materialised = [t for t in table_joins_of(tables) if not any(t is x for x in tables)]  # `is`: tables are dicts
+    read_directly = [t for t in tables if isinstance(t, JoinedTable)]  # read from its sides: they are loaded too
+    read: list[Table] = []
+    for table in [*materialised, *read_directly]:
+        read += [side for side in (table.left, table.right) if not any(side is x for x in [*tables, *joined])]
+        read.append(table)
+    unique = list({id(side): side for side in read}.values())
+    return [*tables, *materialised], [*joined, *unique]
+
+
+def refuse_table_joins(agent: "Agent", tables: list[Table], why: str) -> None:
+    """An agent whose tables feed a table-table join but which Spark cannot run per key."""
+    found = table_joins_of([t for t in tables if t.window is None])
+    if found:
+        names = ", ".join(f"{t.name!r} ({t.left.name} x {t.right.name})" for t in found)
+        raise ConfigurationError(f"agent {agent.name!r} cannot run on Spark: it writes a side of table-table join "
+                                 f"{names}, which Spark keeps up to date in per-key agents only, and this agent "
+                                 f"{why}: write the side from an agent of its own (or run this one on workers)")
 
 
 class RekeyTask:
@@ -278,7 +336,7 @@ class _KeyedStream(Stream):
         """The worker's lookups, by the record's key: the stream is keyed by ``on`` already."""
         from ..joins.lookup import stream_table_join
 
-        return stream_table_join(self, table, on=None, how=how, as_of=as_of)
+        return stream_table_join(self, table, on=on if table.is_global else None, how=how, as_of=as_of)
 
 
 def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
@@ -296,7 +354,8 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                 self.plan = plan(self.run.agent)
             except Exception as exc:
                 raise task_failed(agent_name, BEFORE_ANY_RECORD, exc) from exc
-            self.tables = {t.name: t for t in [*self.plan.tables, *self.plan.joined]}
+            sides = [*self.plan.tables, *self.plan.joined]
+            self.tables = {t.name: t for t in sorted(sides, key=lambda t: isinstance(t, JoinedTable))}
             self.updates = {name: t.name for name, t in self.plan.changelogs().items()}
             self.states = {name: handle.getValueState(f"table-{name}", state_schema) for name in self.tables}
             self.loop = asyncio.new_event_loop()
@@ -344,7 +403,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                     run.failed("decode", message, exc)
             if events:
                 self.loop.run_until_complete(drive(run, events, stream_type=_KeyedStream, body=agent.source_fun))
-            for table in self.tables.values():
+            for table in self.tables.values():  # a table-table join's after its sides: it reads what they changed
                 change = table.take_changes().get(home, {})
                 entry = entries[table.name]
                 if entry in change:
@@ -352,6 +411,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
                     state = self.states[table.name]
                     state.update((value,)) if value is not None else state.clear()
                     run.out.add(table.changelog.name, entry, value, partition=home)
+            for table in self.tables.values():
                 table.local = {}
 
         def close(self) -> None:

@@ -365,6 +365,25 @@ class Table:
         value = self._read(key_bytes, part)
         return default if value is _MISSING else value
 
+    def pop(self, key: Any, default: Any = _MISSING) -> Any:
+        """``dict.pop``, as Faust's tables have it: the value, deleted (a tombstone in the
+        changelog); ``default`` (or KeyError) for a key the table lacks."""
+        if key not in self:
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
+        value = self[key]
+        del self[key]
+        return value
+
+    def update(self, other: Any = (), /, **more: Any) -> None:
+        """``dict.update``: each pair written as ``table[key] = value`` is."""
+        pairs = other.items() if hasattr(other, "items") else other
+        for key, value in pairs:
+            self[key] = value
+        for key, value in more.items():
+            self[key] = value
+
     def setdefault(self, key: Any, default: Any = None) -> Any:
         key_bytes, part = self._locate(key, writing=True)
         value = self._read(key_bytes, part)

@@ -127,10 +127,14 @@ class WebServer:
         ready = bool(runtime is not None and runtime.fatal is None and (tables is None or tables.ready)
                      and tasks is not None and tasks.running and broker_ok)
         failed = {name: str(agent.failure) for name, agent in self.app.agents.items() if agent.failure is not None}
-        ready = ready and not failed
+        # a crash loop is not ready while it backs off: it processes nothing until it starts again
+        restarting = {name: agent.restarting for name, agent in self.app.agents.items() if agent.restarting}
+        ready = ready and not failed and not restarting
         body: dict[str, Any] = {"ready": ready}
         if failed:
             body["failed_agents"] = failed
+        if restarting:
+            body["restarting_agents"] = restarting
         if tasks is not None:
             body.update(tasks.describe(progress.per_partition if progress is not None else None))
         if not broker_ok:

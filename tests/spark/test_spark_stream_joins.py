@@ -44,19 +44,20 @@ def spark(joins_app):
 
 
 def inputs(module, count, shift=0):
-    """(topic side, key, value, timestamp): orders 150 ms apart over 20 keys; most paid -4..+4 s
+    """(topic side, key, value, timestamp): orders 300 ms apart over 80 keys (24 s apart per key); most paid -4..+4 s
     around them, every 11th never, every 13th paid 7 s later (outside the window), every 5th twice;
-    every 17th payment 30 s early (late: dropped by both); every 19th a payment of no order."""
+    every 17th payment 90 s early (late: dropped by both); every 19th a payment of no order."""
     out = []
     for i in range(count):
-        at = T0 + shift + i * 150
-        key = f"k{i % 20}".encode()
-        out.append(("orders", key, module.Order(f"o{shift}-{i}", i).dumps(), at))
+        at = T0 + shift + i * 300
+        key = f"k{i % 80}".encode()
+        currency = ("eur", "usd", "gbp", "chf")[i % 4]  # no rate for chf
+        out.append(("orders", key, module.Order(f"o{shift}-{i}", i, currency).dumps(), at))
         if i % 11 == 10:
             continue
         delay = 7_000 if i % 13 == 12 else ((i * 37) % 9 - 4) * 1000
         if i % 17 == 16:
-            delay = -30_000
+            delay = -90_000
         out.append(("payments", key, module.Payment(f"p{shift}-{i}", f"o{shift}-{i}").dumps(), at + delay))
         if i % 5 == 4:
             out.append(("payments", key, module.Payment(f"q{shift}-{i}", f"o{shift}-{i}").dumps(), at + 1_500))
@@ -84,11 +85,60 @@ def produce(address, module, records):
     return len(records) + 2 * module.PARTITIONS
 
 
+def load_rates(address, module, rates):
+    """The rates' topic, the GlobalTable's changelog both apps read (loaded before any order)."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random"})
+    for currency, rate in rates.items():  # one a batch: the dev broker's end offsets are exact then
+        producer.produce(f"rates-{module.RUN}", key=currency.encode(), value=orjson.dumps(rate))
+        assert producer.flush(30) == 0
+
+
+def customers(address, module):
+    """Tiers and cities of 40 customers, three and two changes each; every 7th customer deleted
+    last, five cities of customers without a tier; one lone record per partition at the end.
+    The count produced."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random", "linger.ms": 5})
+    count = 0
+    for step in range(3):
+        for c in range(40):
+            tier = "gone" if step == 2 and c % 7 == 0 else f"t{(c + step) % 3}"
+            producer.produce(f"profiles-{module.RUN}", key=f"c{c}".encode(), value=module.Profile(f"c{c}", tier).dumps())
+            if step < 2:
+                producer.produce(f"moves-{module.RUN}", key=f"c{c}".encode(),
+                                 value=module.Move(f"c{c}", f"city{(c * 3 + step) % 11}").dumps())
+                count += 1
+            count += 1
+    for c in range(40, 45):
+        producer.produce(f"moves-{module.RUN}", key=f"c{c}".encode(), value=module.Move(f"c{c}", "nowhere").dumps())
+        count += 1
+    assert producer.flush(30) == 0
+    for name, kind in ((f"profiles-{module.RUN}", module.Profile), (f"moves-{module.RUN}", module.Move)):
+        for p in range(module.PARTITIONS):
+            key = next(k for k in (f"tail{i}".encode() for i in range(1000))
+                       if partition_for_key(k, module.PARTITIONS) == p)
+            producer.produce(name, key=key, value=kind(key.decode(), "tail").dumps(), partition=p)
+            assert producer.flush(30) == 0
+            count += 1
+    return count
+
+
+INPUTS = ("orders-", "payments-", "profiles-", "moves-", "asks-")
+
+
+def ask(address, module):
+    """One question per customer, each alone in its batch (exact ends on the dev broker); the count."""
+    producer = Producer({"bootstrap.servers": address, "partitioner": "murmur2_random"})
+    for c in range(45):
+        producer.produce(f"asks-{module.RUN}", key=f"c{c}".encode(), value=orjson.dumps(f"c{c}"))  # str values: JSON
+        assert producer.flush(30) == 0
+    return 45
+
+
 def run_worker_until_done(app, total, timeout=90.0):
     async def go():
         async with app.running():
             def done():
-                return group_committed(app, lambda t: t.startswith(("orders-", "payments-")) and t in app.topics) >= total
+                return group_committed(app, lambda t: t.startswith(INPUTS) and t in app.topics) >= total
             await wait_for(done, timeout, interval=0.5, message=f"{total} orders and payments committed")
     asyncio.run(go())
 
@@ -99,7 +149,8 @@ def pairs(address, topic, isolation):
 
 @pytest.fixture(scope="module")
 def total(joins_app, broker_address):
-    return produce(broker_address, joins_app, inputs(joins_app, N_ORDERS))
+    load_rates(broker_address, joins_app, {"eur": 1.0, "usd": 0.5, "gbp": 1.25})
+    return customers(broker_address, joins_app) + produce(broker_address, joins_app, inputs(joins_app, N_ORDERS))
 
 
 def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, broker_address, capabilities, tmp_path):
@@ -109,36 +160,59 @@ def test_a_windowed_join_on_spark_equals_the_worker(joins_app, spark, total, bro
     app.spark.use(spark)
     from streamkit.spark.facade import handoff
 
-    query = app.spark.run("pair", checkpoint=str(tmp_path / "pair"), trigger="available-now")
-    query.awaitTermination()
-    handoff(app.spark, query)
+    for agent in ("pair", "price", "profile", "move"):
+        query = app.spark.run(agent, checkpoint=str(tmp_path / agent), trigger="available-now")
+        query.awaitTermination()
+        handoff(app.spark, query)
     run_worker_until_done(worker, total)
+    priced = pairs(broker_address, worker.priced.name, "read_uncommitted")
+    assert pairs(broker_address, app.priced.name, isolation) == priced  # the GlobalTable join
+    values = {orjson.loads(value)["value"] for _, value in priced.elements()}
+    assert None in values and len(values) > 100  # chf unpriced; the others priced
     on_spark = pairs(broker_address, app.paired.name, isolation)
     on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
     assert on_spark == on_worker
     values = [orjson.loads(v) for _, v in on_worker.elements()]
     kinds = Counter((v["order"] is not None, v["payment"] is not None) for v in values)
     assert kinds[(True, True)] > N_ORDERS // 2 and kinds[(True, False)] and kinds[(False, True)]  # all three kinds
+    located = latest(broker_address, app.located.changelog.name, isolation)
+    assert located == latest(broker_address, worker.located.changelog.name, "read_uncommitted")  # table-table
+    assert (0, b"c3") in located or (1, b"c3") in located or (2, b"c3") in located
+    assert not any(k in (b"c0", b"c7", b"c40") for _, k in located)  # deleted; a city without a tier
     for table in ("matched", f"orders-{joins_app.RUN}-payments-{joins_app.RUN}-join"):
         spark_log = latest(broker_address, app.tables[table].changelog.name, isolation)
         assert spark_log and spark_log == latest(broker_address, worker.tables[table].changelog.name,
                                                  "read_uncommitted"), table
 
 
-def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_address, capabilities):
-    """After the backfill above, a minute more of orders and payments: the Spark app's worker
+def test_a_worker_continues_the_join_spark_left(joins_app, spark, total, broker_address, capabilities, tmp_path):
+    """After the backfill above, four minutes on, more orders and payments: the Spark app's worker
     restores the buffer (records waiting for a partner, the stream times) from the changelog Spark
     wrote and lets the old records go as its stream time passes them; Spark's pairs plus its
-    worker's equal the worker-only app's."""
+    worker's equal the worker-only app's. And an agent reading the table-table join on Spark
+    answers with the join of its sides' final values, as the worker does."""
     hides_aborted, _ = capabilities.check("read_committed_hides_aborted")
     isolation = "read_committed" if hides_aborted else "read_uncommitted"
     app, worker = joins_app.spark_app, joins_app.worker_app
-    more = produce(broker_address, joins_app, inputs(joins_app, 120, shift=120_000))
+    more = produce(broker_address, joins_app, inputs(joins_app, 120, shift=240_000))
+    more += ask(broker_address, joins_app)  # the joined table's final values, read by an agent
+    from streamkit.spark.facade import handoff
+
+    query = app.spark.run("where", checkpoint=str(tmp_path / "where"), trigger="available-now")
+    query.awaitTermination()
+    handoff(app.spark, query)
     run_worker_until_done(worker, total + more)
     run_worker_until_done(app, total + more)
+    answers = pairs(broker_address, worker.answers.name, "read_uncommitted")
+    assert len(answers) == 45
+    assert pairs(broker_address, app.answers.name, isolation) == answers
+    located = {orjson.loads(v)["customer"]: orjson.loads(v)["located"] for _, v in answers}
+    assert located["c3"] == ["t2", "city10"] and located["c0"] is None and located["c40"] is None
     on_worker = pairs(broker_address, worker.paired.name, "read_uncommitted")
     assert sum(on_worker.values()) > 0
     assert pairs(broker_address, app.paired.name, isolation) == on_worker
+    assert pairs(broker_address, app.priced.name, isolation) == pairs(broker_address, worker.priced.name,
+                                                                      "read_uncommitted")
     tails = [orjson.loads(v) for k, v in on_worker if k.startswith(b"tail")]
     assert any(t["payment"] == "tail" for t in tails)  # the first part's last records let go by the worker
     buffer = f"orders-{joins_app.RUN}-payments-{joins_app.RUN}-join"

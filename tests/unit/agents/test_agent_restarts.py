@@ -77,6 +77,47 @@ async def test_restarts_back_off_then_the_agent_fails_and_the_worker_is_not_read
     assert len(failed) == 1 and doomed.name in failed[0] and "/ready answers 503" in failed[0], failed
 
 
+async def test_a_crash_loop_is_not_ready_while_it_backs_off_and_ready_again_after(tmp_path):
+    """Between a crash and its restart the agent processes nothing: /ready answers 503 naming it
+    and why, not 200; once it runs again (here: it stops crashing) /ready is 200 again."""
+    port = free_port()
+    app = make_app(tmp_path, agent_max_restarts=50, web_enabled=True, web_port=port)
+    src = app.topic("flaky", value_type=int, partitions=1)
+    crashes = {"left": 6}
+
+    @app.agent(src)
+    async def flaky(stream):
+        if crashes["left"]:
+            crashes["left"] -= 1
+            raise ConnectionError("the lookup service is down")
+        async for _ in stream:
+            pass
+
+    async def ready():
+        async with session.get(f"http://127.0.0.1:{port}/ready") as resp:
+            return resp.status, await resp.json()
+
+    async with app.running(), aiohttp.ClientSession() as session:
+        seen = []
+
+        async def restarting():
+            seen.append(await ready())
+            return seen[-1][0] == 503 and "flaky" in seen[-1][1].get("restarting_agents", {})
+
+        await wait_for(restarting, 15, interval=0.05, message="/ready 503 while the agent backs off")
+        status, body = seen[-1]
+        assert body["ready"] is False and "ConnectionError: the lookup service is down" in body["restarting_agents"][
+            flaky.name] and "restart" in body["restarting_agents"][flaky.name]
+
+        async def running_again():
+            seen.append(await ready())
+            return seen[-1][0] == 200
+
+        await wait_for(running_again, 30, interval=0.1, message="/ready 200 once the agent runs again")
+        assert crashes["left"] == 0 and flaky.failure is None and flaky.restarting is None
+        assert "restarting_agents" not in seen[-1][1]
+
+
 async def test_the_worker_stopped_after_an_agent_failed_exits_1_naming_it(tmp_path, capsys):
     app = make_app(tmp_path, agent_max_restarts=1)
     starts: list[float] = []

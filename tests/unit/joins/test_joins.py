@@ -260,7 +260,7 @@ def test_spark_runs_a_windowed_join_and_refuses_what_it_cannot_with_the_reason()
 
     @app.agent(a.join(b, within=5, name="regrouped"), sink=[out])
     async def regrouped(stream):
-        async for left, right in stream.group_by(lambda pair: pair[0]):
+        async for left, _right in stream.group_by(lambda pair: pair[0]):
             yield left
 
     with pytest.raises(ConfigurationError, match="re-keys a windowed join's pairs"):

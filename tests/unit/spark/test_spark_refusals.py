@@ -139,6 +139,39 @@ def test_a_windowed_table_runs_per_partition_and_what_a_task_cannot_replay_is_re
         check_runnable(calling_back)
 
 
+def test_a_globaltable_join_runs_by_the_looked_up_key_and_direct_reads_are_refused():
+    """A GlobalTable join runs grouped by its looked-up key (spark/lookups.py), the stream keeping
+    its keys; a global table read outside a join, or a join beside other tables or a group_by, is
+    refused with the way to split the agent."""
+    from streamkit.errors import ConfigurationError
+    from streamkit.spark.keyed import plan
+
+    @app.agent(source, sink=[out], name="pricing")
+    async def pricing(stream):
+        async for value, rate in stream.join(rates, on=lambda v: "eur" if v % 2 else "usd", how="left"):
+            yield value * (rate or 1)
+
+    check_runnable(pricing)
+    lookup = plan(pricing).lookup
+    assert lookup is not None and lookup[0] is rates and lookup[1](3) == "eur"
+
+    @app.agent(source, name="pricing_and_counting")
+    async def pricing_and_counting(stream):
+        async for value, _rate in stream.join(rates, on=lambda v: "eur"):
+            counts[value] += 1
+
+    with pytest.raises(ConfigurationError, match="joins GlobalTable 'rates' and uses table.*'counts'.*split"):
+        check_runnable(pricing_and_counting)
+
+    @app.agent(source, sink=[out], name="regrouped_pricing")
+    async def regrouped_pricing(stream):
+        async for value, _rate in stream.group_by(lambda v: v % 3, name="m3").join(rates, on=lambda v: "eur"):
+            yield value
+
+    with pytest.raises(ConfigurationError, match="uses group_by"):
+        check_runnable(regrouped_pricing)
+
+
 def test_sending_from_a_generator_is_refused():
     @app.agent(source, sink=[out], name="sending")
     async def sending(stream):
