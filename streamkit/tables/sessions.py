@@ -135,7 +135,7 @@ class SessionTable(WindowedTable):
 
     # -- the record path ----------------------------------------------------------------------
 
-    def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
+    def change_windows(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Extend, start or merge ``key``'s session at ``ts``, then apply ``change`` to it."""
         state, now, user = self._begin(key, ts, advance)
         assert isinstance(state, _PartitionSessions)

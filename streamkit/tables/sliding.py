@@ -151,7 +151,7 @@ class SlidingTable(WindowedTable):
 
     # -- the record path ----------------------------------------------------------------------
 
-    def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
+    def change_windows(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Add the windows ``ts`` makes, then apply ``change`` to every window holding ``ts``."""
         state, now, user = self._begin(key, ts, advance)
         assert isinstance(state, _PartitionSliding)

@@ -94,7 +94,7 @@ class WindowWrapper:
         if isinstance(value, WindowSet):  # ``table[k] += 1``: the WindowSet already applied it
             return
         ts, advance = self._event_time()
-        self.table.update(key, ts, lambda _old: value, advance=advance)
+        self.table.change_windows(key, ts, lambda _old: value, advance=advance)
 
     def __delitem__(self, key: Any) -> None:
         raise ConfigurationError("deleting a key of a windowed table is not supported: windows are deleted when "
@@ -146,7 +146,7 @@ class WindowSet:
 
     def _apply(self, change: Callable[[Any], Any]) -> "WindowSet":
         ts, advance = self.wrapper._event_time()  # noqa: SLF001 - the window views of the wrapper they belong to
-        self.wrapper.table.update(self.key, ts, change, advance=advance)
+        self.wrapper.table.change_windows(self.key, ts, change, advance=advance)
         return self
 
     def __iadd__(self, other: Any) -> "WindowSet":

@@ -290,7 +290,7 @@ class WindowedTable(Table):
 
     # -- the record path ----------------------------------------------------------------------
 
-    def update(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
+    def change_windows(self, key: Any, ts: int, change: Callable[[Any], Any], *, advance: bool) -> None:
         """Apply ``change`` to every open window of ``key`` that ``ts`` falls in."""
         state, now, user = self._begin(key, ts, advance)
         window = self.window
