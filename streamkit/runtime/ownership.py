@@ -2,14 +2,16 @@
 callbacks (one at a time), the revocation's bounded finish and commit, exactly-once fencing and
 the rewind to the committed offsets after a rolled-back checkpoint or a fence.
 
-A part of :class:`~streamkit.runtime.worker.Runtime` (a mixin over the runtime's state), kept
-apart so the worker module holds the service's start, loops and stop.
+:class:`PartitionOwnership` is a collaborator the :class:`~streamkit.runtime.worker.Runtime`
+owns (``runtime.ownership``): the consumer's rebalance callbacks and the checkpoint's rewind and
+fence callbacks go to it. It owns the rebalance state (the pending seeks, the callbacks' lock,
+the rebalance counters and the leader flag) and reads the rest through :class:`RuntimeState`.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import StoreWriteFailed
 from ..transport import TP
@@ -36,58 +38,74 @@ def describe_tps(tps: list[TP]) -> str:
     return " ".join(f"{t}[{','.join(map(str, sorted(ps)))}]" for t, ps in sorted(by_topic.items()))
 
 
+class RuntimeState(Protocol):
+    """What the rebalance handler reads from its runtime: the clients and managers built as the
+    worker starts (``None`` before; ``tasks`` is replaced once the topology is frozen), whether it
+    is stopping, and the runtime's own actions (a sensor-told checkpoint, halting)."""
+
+    @property
+    def consumer(self) -> Consumer | None: ...
+    @property
+    def pauses(self) -> PauseLedger | None: ...
+    @property
+    def tasks(self) -> TaskManager: ...
+    @property
+    def checkpoint(self) -> Checkpoint | None: ...
+    @property
+    def txns(self) -> Any: ...  # the TransactionalProducer under exactly-once
+    @property
+    def tables(self) -> Any: ...  # the TableManager, when the app has tables
+    @property
+    def membership(self) -> Membership | None: ...
+    @property
+    def stopping(self) -> bool: ...
+    def partition_count(self, topic: str) -> int: ...
+    def owns_leadership(self) -> bool: ...
+    async def commit(self, tps: Any = None, *, wait: bool = True) -> Any: ...
+    async def fail(self, exc: BaseException) -> None: ...
+
+
 class PartitionOwnership:
-    """The rebalance half of the Runtime (worker.py), which holds every attribute used here."""
+    """The worker's rebalance handler: which partitions it owns, and what changes with them."""
 
-    # The Runtime's state this half reads and writes (declared, not set: Runtime.__init__ sets them).
-    app: AppProtocol
-    conf: Settings
-    consumer: Consumer | None
-    pauses: PauseLedger | None
-    tasks: TaskManager
-    router: Router
-    checkpoint: Checkpoint | None
-    txns: Any
-    tables: Any
-    membership: Membership | None
-    failed: asyncio.Event
-    assigned: set[TP]
-    rebalances: int
-    is_leader: bool
-    _pending_seeks: dict[TP, int]
-    _rebalance_lock: asyncio.Lock
-    _stopping: bool
-    _rebalance_states: list[Any] | None
-
-    if TYPE_CHECKING:  # the Runtime's methods this half calls
-        def partition_count(self, topic: str) -> int: ...
-        def _owns_leadership(self) -> bool: ...
-        async def _commit(self, tps: Any = None, *, wait: bool = True) -> Any: ...
-        async def fail(self, exc: BaseException) -> None: ...
+    def __init__(self, runtime: RuntimeState, app: AppProtocol, router: Router,
+                 assigned: set[TP], failed: asyncio.Event) -> None:
+        self._runtime = runtime
+        self.app = app
+        self.conf: Settings = app.conf
+        self.router = router
+        self.assigned = assigned  # the runtime's set of owned partitions, kept up to date here
+        self.failed = failed  # set once the worker halts: a halting worker reads no more
+        self.pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
+        self._rebalance_lock = asyncio.Lock()  # assignment and revocation callbacks, one at a time
+        self._rebalance_states: list[Any] | None = None  # sensors' on_rebalance_start results
+        self.rebalancing = False  # Faust's app.rebalancing: from a revocation (or an assignment) to its end
+        self.rebalances = 0
+        self.is_leader = False
 
     # -- rebalance ------------------------------------------------------------------------------
 
-    async def _on_assigned(self, tps: list[TP]) -> None:
+    async def on_assigned(self, tps: list[TP]) -> None:
         """One rebalance callback at a time: a revocation can outlast the client's wait for it
         (the confluent driver returns to librdkafka after 120 s; an exactly-once checkpoint of lost partitions waits
         for a broker that is away), and an assignment handled meanwhile had its partitions
         removed by the revocation's end. The client reads none of ``tps`` until it is handled
         (the driver pauses them as it assigns them; released here)."""
         async with self._rebalance_lock:
-            if self.pauses is not None:
-                self.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
-                self.pauses.hold("assigning", tps)
+            if self._runtime.pauses is not None:
+                self._runtime.pauses.forget(tps)  # a fresh assignment reads unpaused, whatever held the old one
+                self._runtime.pauses.hold("assigning", tps)
             try:
                 await self._handle_assigned(tps)
             finally:
-                if self.pauses is not None and not self.failed.is_set():  # a halting worker reads no more
-                    self.pauses.release("assigning", tps)
+                if self._runtime.pauses is not None and not self.failed.is_set():  # a halting worker reads no more
+                    self._runtime.pauses.release("assigning", tps)
 
-    async def _on_revoked(self, tps: list[TP]) -> None:
+    async def on_revoked(self, tps: list[TP]) -> None:
         async with self._rebalance_lock:
             await self._handle_revoked(tps)
 
-    async def _on_lost(self, tps: list[TP]) -> None:
+    async def on_lost(self, tps: list[TP]) -> None:
         """Partitions the group took away while this worker could not answer (its session
         expired: a broker outage, a frozen process). The group refuses commits for them, and
         another member may be writing their tables already. At-least-once they are dropped
@@ -100,7 +118,7 @@ class PartitionOwnership:
                 log.warning("lost %d partitions (the group moved on while this worker could not answer): %s; "
                             "their records since the last commit are processed again by their next owner",
                             len(tps), describe_tps(tps))
-            await self._handle_revoked(tps, lost=self.txns is None)
+            await self._handle_revoked(tps, lost=self._runtime.txns is None)
 
     async def _handle_assigned(self, tps: list[TP]) -> None:
         self.rebalancing = True
@@ -109,39 +127,39 @@ class PartitionOwnership:
         # revoked) would take them back behind what their owner since committed: they start at
         # the offsets committed now instead (still a seek: what a fetch returns before it is
         # applied is dropped, and read again from there)
-        stale = {tp: self._pending_seeks.pop(tp) for tp in tps if tp in self._pending_seeks}
+        stale = {tp: self.pending_seeks.pop(tp) for tp in tps if tp in self.pending_seeks}
         self.assigned.update(tps)
         self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
-        if self.checkpoint is not None:
-            self.checkpoint.assigned(tps)
-        self.is_leader = self._owns_leadership()
+        if self._runtime.checkpoint is not None:
+            self._runtime.checkpoint.assigned(tps)
+        self.is_leader = self._runtime.owns_leadership()
         log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
-        fencing = self.txns is not None and self.txns.per_partition and bool(tps)
+        fencing = self._runtime.txns is not None and self._runtime.txns.per_partition and bool(tps)
         if fencing:
-            assert self.pauses is not None
-            self.pauses.hold("fencing", tps)  # nothing is read before the previous owners are fenced
+            assert self._runtime.pauses is not None
+            self._runtime.pauses.hold("fencing", tps)  # nothing is read before the previous owners are fenced
             await self._fence_previous_owners(tps)
         if stale:
             await self._seek_committed(stale)
         waiting: list[TP] = []
-        if self.tables is not None:
+        if self._runtime.tables is not None:
             try:
-                waiting = await self.tables.rebalanced(self.assigned)
+                waiting = await self._runtime.tables.rebalanced(self.assigned)
             except StoreWriteFailed as exc:  # a store that cannot be opened (disk full): nothing more
                 self.router.revoke(tps)  # is read or handed to agents; the worker halts
-                if self.pauses is not None:
-                    self.pauses.hold("store failed", tps)
-                await self.fail(exc)
+                if self._runtime.pauses is not None:
+                    self._runtime.pauses.hold("store failed", tps)
+                await self._runtime.fail(exc)
                 return
-        self.tasks.assigned(tps, waiting)
+        self._runtime.tasks.assigned(tps, waiting)
         if fencing:
-            assert self.pauses is not None  # held them above
-            self.pauses.release("fencing", tps)  # those waiting for their tables stay paused for that
-        if self.pauses is not None:
+            assert self._runtime.pauses is not None  # held them above
+            self._runtime.pauses.release("fencing", tps)  # those waiting for their tables stay paused for that
+        if self._runtime.pauses is not None:
             # The rejoin after a fence is done; partitions it gave straight back (an incremental
             # protocol keeps them, unannounced) are read again, from the committed offsets
-            self.pauses.release_all("fenced")
+            self._runtime.pauses.release_all("fenced")
         await self._announce_assignment()
         await self.app.on_partitions_assigned.send(assigned=set(tps))
         self.rebalancing = False
@@ -157,43 +175,43 @@ class PartitionOwnership:
         if not tps:
             return
         self._rebalance_started()
-        self.rebalancing = not self._stopping
+        self.rebalancing = not self._runtime.stopping
         await self.app.on_partitions_revoked.send(revoked=set(tps))
-        self.tasks.suspend(tps, "lost: finishing in-flight records, committing nothing" if lost
-                           else "revoked: finishing in-flight records and committing")
+        self._runtime.tasks.suspend(tps, "lost: finishing in-flight records, committing nothing" if lost
+                                    else "revoked: finishing in-flight records and committing")
         if lost:
             self._forget_table_writes(tps)  # no checkpoint meanwhile sends them
         await self.release(tps, self.conf.stop_timeout, commit=not lost)
         if lost:
             self._forget_table_writes(tps)  # those of the records that were finishing
         self.assigned.difference_update(tps)
-        if self.pauses is not None:
-            self.pauses.forget(tps)
+        if self._runtime.pauses is not None:
+            self._runtime.pauses.forget(tps)
         await self._announce_assignment()
-        self.tasks.close(tps, "revoked")
-        if self.txns is not None and self.txns.per_partition:
-            kept = {self.txns.task_of(tp) for tp in self.assigned}
-            await self.txns.close_units({self.txns.task_of(tp) for tp in tps} - kept)
-        self.is_leader = self._owns_leadership()
-        if self.tables is not None and not self._stopping:
-            await self.tables.rebalanced(self.assigned)
+        self._runtime.tasks.close(tps, "revoked")
+        if self._runtime.txns is not None and self._runtime.txns.per_partition:
+            kept = {self._runtime.txns.task_of(tp) for tp in self.assigned}
+            await self._runtime.txns.close_units({self._runtime.txns.task_of(tp) for tp in tps} - kept)
+        self.is_leader = self._runtime.owns_leadership()
+        if self._runtime.tables is not None and not self._runtime.stopping:
+            await self._runtime.tables.rebalanced(self.assigned)
 
     def _forget_table_writes(self, tps: list[TP]) -> None:
         """Drop the write caches of the table partitions of ``tps`` (lost: the next owner has
         them, from the changelog as last committed)."""
-        if self.tables is None:
+        if self._runtime.tables is None:
             return
-        numbers = {(self.partition_count(tp.topic), tp.partition) for tp in tps}
-        self.tables.discard(lambda partitions, number: (partitions, number) in numbers)
+        numbers = {(self._runtime.partition_count(tp.topic), tp.partition) for tp in tps}
+        self._runtime.tables.discard(lambda partitions, number: (partitions, number) in numbers)
 
     # -- exactly-once -----------------------------------------------------------------------------
 
     async def _fence_previous_owners(self, tps: list[TP]) -> None:
         """EOS v1: our task producers fence the previous owners' and settle their open
         transactions; only then are the committed offsets final, so start reading from them."""
-        consumer = self.consumer
+        consumer = self._runtime.consumer
         assert consumer is not None
-        await self.txns.assigned(tps)
+        await self._runtime.txns.assigned(tps)
         committed = await retry_while_unreachable(lambda: consumer.committed(tps), "committed offsets")
         for tp, offset in committed.items():
             if offset is not None:
@@ -202,21 +220,21 @@ class PartitionOwnership:
     async def _seek_committed(self, targets: dict[TP, int]) -> None:
         """Read the partitions of ``targets`` from their committed offsets, or, where none is
         committed yet, from their target (applied before the next fetch)."""
-        consumer = self.consumer
+        consumer = self._runtime.consumer
         assert consumer is not None
         committed = await retry_while_unreachable(lambda: consumer.committed(list(targets)), "committed offsets")
-        self._pending_seeks.update({tp: target if committed.get(tp) is None else committed[tp]
-                                    for tp, target in targets.items()})
+        self.pending_seeks.update({tp: target if committed.get(tp) is None else committed[tp]
+                                   for tp, target in targets.items()})
 
     async def wait_stable_offsets(self, tps: list[TP]) -> None:
         """Block until no transaction of a previous owner is pending on ``tps`` (a read_committed
         committed-offset fetch waits for that), so table recovery sees its outcome."""
-        assert self.consumer is not None
+        assert self._runtime.consumer is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.conf.transaction_timeout_ms / 1000 + 30
         while True:
             try:
-                await self.consumer.committed(tps)
+                await self._runtime.consumer.committed(tps)
                 return
             except Exception as exc:
                 if loop.time() > deadline:
@@ -224,13 +242,21 @@ class PartitionOwnership:
                 log.info("waiting for a previous owner's transaction to finish: %r", exc)
                 await asyncio.sleep(1.0)
 
+    async def apply_pending_seeks(self) -> None:
+        """Seek the owned partitions of the pending seeks (the consume loop, between fetches)."""
+        assert self._runtime.consumer is not None
+        seeks, self.pending_seeks = self.pending_seeks, {}
+        for tp, offset in seeks.items():
+            if tp in self.assigned:
+                await self._runtime.consumer.seek(tp, offset)
+
     def _rewind_positions(self, tps: list[TP]) -> dict[TP, int]:
         """Where each of ``tps`` goes back to: the last committed offset, or, with none yet, the
         first record delivered since the assignment; queued records of ``tps`` are dropped."""
-        assert self.checkpoint is not None
+        assert self._runtime.checkpoint is not None
         targets = {}
         for tp in tps:
-            target = self.checkpoint.committed.get(tp, self.router.first_delivered.get(tp))
+            target = self._runtime.checkpoint.committed.get(tp, self.router.first_delivered.get(tp))
             if target is not None:
                 targets[tp] = target
         self.router.revoke(tps)
@@ -238,29 +264,29 @@ class PartitionOwnership:
         self.router.rewound(tps)  # a batch of theirs being delivered right now is stale: not counted
         return targets
 
-    async def _rewind(self, tps: list[TP]) -> None:
+    async def rewind(self, tps: list[TP]) -> None:
         """After a rolled-back checkpoint: read ``tps`` again from the last committed offsets.
         The consume loop seeks before its next fetch, dropping what a fetch in flight returns."""
-        self._pending_seeks.update(self._rewind_positions(tps))
+        self.pending_seeks.update(self._rewind_positions(tps))
 
-    async def _fenced(self, task: Any) -> None:
+    async def fenced(self, task: Any) -> None:
         """A newer producer or group generation took over: stop writing, drop the partitions
         (tables recover again when they come back) and rejoin the group."""
-        assert self.consumer is not None and self.checkpoint is not None
-        tps = sorted(tp for tp in self.assigned if self.txns.task_of(tp) == task)  # v2: every partition
+        assert self._runtime.consumer is not None and self._runtime.checkpoint is not None
+        tps = sorted(tp for tp in self.assigned if self._runtime.txns.task_of(tp) == task)  # v2: every partition
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
-        self.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
-        assert self.pauses is not None
-        self.pauses.hold("fenced", tps)  # until the rejoin assigns them afresh
+        self._runtime.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
+        assert self._runtime.pauses is not None
+        self._runtime.pauses.hold("fenced", tps)  # until the rejoin assigns them afresh
         # Back to the last committed offsets, whatever the rejoin does: an incremental rebalance
         # may hand these partitions straight back without resetting their positions, and
         # reading on from there would skip the records of the aborted transaction.
-        self._pending_seeks.update(self._rewind_positions(tps))
-        self.checkpoint.forget(tps)
-        if self.tables is not None:
-            self.tables.drop(lambda n, p: self.txns.task_of_table(n, p) == task)
-        await self.txns.reopen(task)
-        self.consumer.rejoin()
+        self.pending_seeks.update(self._rewind_positions(tps))
+        self._runtime.checkpoint.forget(tps)
+        if self._runtime.tables is not None:
+            self._runtime.tables.drop(lambda n, p: self._runtime.txns.task_of_table(n, p) == task)
+        await self._runtime.txns.reopen(task)
+        self._runtime.consumer.rejoin()
 
     async def release(self, tps: list[TP], timeout: float, *, commit: bool = True) -> None:
         """Stop handing out records of ``tps``, let those in progress finish (up to ``timeout``),
@@ -273,33 +299,33 @@ class PartitionOwnership:
             await asyncio.sleep(0.01)
         if self.router.busy_with(revoked):
             log.warning("records still in flight after %.1fs; they will be processed again", timeout)
-        if self.checkpoint is not None and commit:
+        if self._runtime.checkpoint is not None and commit:
             try:
-                if self._stopping:  # a broker away must not keep a stopping worker up
-                    async with asyncio.timeout(max(timeout, 1.0)):  # not wait_for: see _bounded
-                        await self._commit(tps)
+                if self._runtime.stopping:  # a broker away must not keep a stopping worker up
+                    async with asyncio.timeout(max(timeout, 1.0)):  # not wait_for: see worker._bounded
+                        await self._runtime.commit(tps)
                 else:
-                    await self._commit(tps)
+                    await self._runtime.commit(tps)
             except Exception as exc:
                 log.warning("commit on %s failed (records will be processed again): %r",
-                            "stop" if self._stopping else "revoke", exc)
-        if self.checkpoint is not None:
-            self.checkpoint.forget(tps)
+                            "stop" if self._runtime.stopping else "revoke", exc)
+        if self._runtime.checkpoint is not None:
+            self._runtime.checkpoint.forget(tps)
         self.router.forget(tps)
 
     async def _announce_assignment(self) -> None:
         """Tell the cluster which topic partitions this worker is assigned (``@app.topic_route``)."""
-        if self.membership is None:
+        if self._runtime.membership is None:
             return
         topics: dict[str, list[int]] = {}
         for tp in sorted(self.assigned):
             topics.setdefault(tp.topic, []).append(tp.partition)
         try:
-            await self.membership.publish(topics=topics)
+            await self._runtime.membership.publish(topics=topics)
         except Exception as exc:  # the heartbeat publishes it again
             log.warning("announcing the assignment failed: %r", exc)
 
     def _rebalance_started(self) -> None:
         """Sensors' ``on_rebalance_start`` (once per rebalance; a stopping worker's revocation is none)."""
-        if self._rebalance_states is None and self.app.sensors.active and not self._stopping:
+        if self._rebalance_states is None and self.app.sensors.active and not self._runtime.stopping:
             self._rebalance_states = self.app.sensors.call("on_rebalance_start", self.app)

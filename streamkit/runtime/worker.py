@@ -43,8 +43,9 @@ CACHE_CHECK_SECONDS = 0.2  # how often the commit loop looks at the tables' writ
 CONSUMER_FAILURE_BUDGET = 60.0  # seconds of consecutive non-retriable fetch errors before halting
 
 
-class Runtime(PartitionOwnership, Service):
-    """One worker process's machinery for one App."""
+class Runtime(Service):
+    """One worker process's machinery for one App; its rebalance handler is ``self.ownership``
+    (runtime/ownership.py)."""
 
     def __init__(self, app: "AppProtocol", *, table_manager: Callable[..., Any] | None = None, **kwargs: Any) -> None:
         self.app = app
@@ -59,14 +60,10 @@ class Runtime(PartitionOwnership, Service):
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
         self.router = Router(self.errors)
         self.router.sensors = app.sensors
-        self._rebalance_states: list[Any] | None = None  # sensors' on_rebalance_start results
-        self.rebalancing = False  # Faust's app.rebalancing: from a revocation (or an assignment) to its end
         self.checkpoint: Checkpoint | None = None
         self.txns: Any = None  # the TransactionalProducer under exactly-once
         self.identity: Any = None  # the persisted worker slot behind the transactional id
         self.partition_counts: dict[str, int] = {}
-        self._pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
-        self._rebalance_lock = asyncio.Lock()  # assignment and revocation callbacks, one at a time
         self.tables: Any = None  # the TableManager, when the app has tables
         self.topology: Topology | None = None  # frozen at start, before the first subscribe
         self.membership: Membership | None = None  # claims on <app-id>-__cluster (tables or web)
@@ -75,8 +72,6 @@ class Runtime(PartitionOwnership, Service):
         self.failed = asyncio.Event()
         self.assigned: set[TP] = set()
         self.fetch_rounds = 0  # consume loop iterations: a join's wait counts the fetches it waited
-        self.is_leader = False
-        self.rebalances = 0
         self._loop_task: asyncio.Task[None] | None = None
         self._commit_task: asyncio.Task[None] | None = None
         self.broker_watch: BrokerWatch | None = None
@@ -84,12 +79,28 @@ class Runtime(PartitionOwnership, Service):
         self._stopping = False
         self._gc_tuned = False
         self.planning = False  # started only to freeze the topology (planning.py): an agent that cannot start fails it
+        self.ownership = PartitionOwnership(self, app, self.router, self.assigned, self.failed)
         super().__init__(**kwargs)
 
     @property
     def stopping(self) -> bool:
         """The worker is stopping: its clients close under whatever still runs."""
         return self._stopping
+
+    @property
+    def rebalancing(self) -> bool:
+        """Faust's ``app.rebalancing``: from a revocation (or an assignment) to its end."""
+        return self.ownership.rebalancing
+
+    @property
+    def rebalances(self) -> int:
+        """Assignments handled so far (``app.is_leader`` is known after the first)."""
+        return self.ownership.rebalances
+
+    @property
+    def is_leader(self) -> bool:
+        """This worker owns the leader partition (``app.is_leader``)."""
+        return self.ownership.is_leader
 
     # -- startup --------------------------------------------------------------------------------
 
@@ -151,10 +162,11 @@ class Runtime(PartitionOwnership, Service):
         await self.consumer.start()
         if self.txns is not None:
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
-                                                    rewind=self._rewind, fenced=self._fenced)
+                                                    rewind=self.ownership.rewind,
+                                                    fenced=self.ownership.fenced)
             self.router.held_letters = HeldDeadLetters()
         else:
-            self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self._rewind)
+            self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self.ownership.rewind)
         self.checkpoint.scheduled = self.app.scheduled_sends
         if self.app.tables or self.conf.web_enabled:
             conf = self.conf
@@ -238,45 +250,40 @@ class Runtime(PartitionOwnership, Service):
 
     def _subscribe(self) -> None:
         assert self.consumer is not None
-        self.consumer.subscribe(self._group_topics(), self._on_assigned, self._on_revoked, self._on_lost)
+        ownership = self.ownership
+        self.consumer.subscribe(self._group_topics(), ownership.on_assigned, ownership.on_revoked, ownership.on_lost)
 
     def _group_topics(self) -> list[str]:
         """The group's topics: the agents' sources, or the leader topic for an app without any.
 
-        The leader is the owner of the group's first partition (see ``_owns_leadership``), not of
+        The leader is the owner of the group's first partition (see ``owns_leadership``), not of
         a partition of its own: a balancing assignor (cooperative-sticky, KIP-848's uniform) counts
         every partition alike, so an extra leader partition left two workers with 1 and 3 of four
         input partitions."""
         return self.router.topics() or [self.app.leader_topic.name]
 
-    def _owns_leadership(self) -> bool:
+    def owns_leadership(self) -> bool:
         """Exactly one member of the group owns partition 0 of its first topic (by name)."""
         return TP(self._group_topics()[0], 0) in self.assigned
 
     # -- the loops ------------------------------------------------------------------------------
 
-    async def _apply_pending_seeks(self) -> None:
-        assert self.consumer is not None
-        seeks, self._pending_seeks = self._pending_seeks, {}
-        for tp, offset in seeks.items():
-            if tp in self.assigned:
-                await self.consumer.seek(tp, offset)
-
     async def _consume_loop(self) -> None:
         assert self.consumer is not None and self.broker_watch is not None
         consumer, router, conf, assigned, watch = self.consumer, self.router, self.conf, self.assigned, self.broker_watch
+        ownership = self.ownership
         failing_since: float | None = None
         loop = asyncio.get_running_loop()
         self._subscribe()  # once: the topology is frozen, its topics exist
         while not self._stopping:
             try:
-                if self._pending_seeks:
-                    await self._apply_pending_seeks()
+                if ownership.pending_seeks:
+                    await ownership.apply_pending_seeks()
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
                 if batches:
                     watch.activity()
                 for tp, messages in batches.items():
-                    if tp in self._pending_seeks:
+                    if tp in ownership.pending_seeks:
                         continue  # asked for during this fetch (a rewind): read from the seek's target instead
                     # (any other partition's records are delivered: nothing would read them again)
                     # A batch fetched just before a rebalance may belong to a partition that is
@@ -307,7 +314,7 @@ class Runtime(PartitionOwnership, Service):
                 log.warning("consumer error (retrying): %r", exc)
                 await asyncio.sleep(1.0)
 
-    async def _commit(self, tps: Any = None, *, wait: bool = True) -> Any:
+    async def commit(self, tps: Any = None, *, wait: bool = True) -> Any:
         """A checkpoint, told to the sensors (``on_commit_initiated``/``_completed``)."""
         assert self.checkpoint is not None
         sensors = self.app.sensors
@@ -323,7 +330,7 @@ class Runtime(PartitionOwnership, Service):
         while not self._stopping:
             await self._checkpoint_due()
             try:
-                await self._commit(wait=False)
+                await self.commit(wait=False)
             except asyncio.CancelledError:
                 raise
             except StoreWriteFailed as exc:  # nothing more may be built on a store that lags
@@ -372,7 +379,7 @@ class Runtime(PartitionOwnership, Service):
         bound = self.conf.stop_timeout if self.fatal is None else 0.5
         if self.consumer is not None and self.checkpoint is not None:
             self.tasks.suspend(self.assigned, "worker stopping")
-            await self.release(sorted(self.assigned), bound)
+            await self.ownership.release(sorted(self.assigned), bound)
             self.tasks.close(self.assigned, "worker stopped")
         for agent in self.app.agents.values():
             await agent.stop()
@@ -380,7 +387,7 @@ class Runtime(PartitionOwnership, Service):
             await _bounded(self.membership.stop(), "leaving the membership", bound)
         if self.tables is not None and self.checkpoint is not None:
             # flush what agents wrote while stopping
-            await _bounded(self._commit(), "final checkpoint (records will be processed again)", bound)
+            await _bounded(self.commit(), "final checkpoint (records will be processed again)", bound)
             await self.tables.stop()
         if self.consumer is not None:
             await _bounded(self.consumer.stop(), "consumer close", bound)

@@ -209,7 +209,7 @@ class TableManager:
 
         try:
             if self.app.conf.exactly_once and paused:
-                await self.runtime.wait_stable_offsets(paused)
+                await self.runtime.ownership.wait_stable_offsets(paused)
             blocks.update(await self._blocks(stores))
             replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done,
                                     bad_values=self.bad_values, on_bad=self.bad_changelog_record, blocks=blocks)

@@ -163,7 +163,7 @@ class TestDriver:
             await self._wait(self._all_processed, deadline - asyncio.get_running_loop().time(),
                              "every record to be processed")
             before = self._log_sizes()
-            await runtime._commit()  # noqa: SLF001 - the test driver commits as the commit loop does
+            await runtime.commit()  # as the commit loop does
             if self._log_sizes() == before and self._all_processed():
                 return
             if asyncio.get_running_loop().time() > deadline:

@@ -22,7 +22,7 @@ async def test_a_batch_of_a_partition_not_rewound_is_delivered_when_its_fetch_re
         await wait_for(lambda: len(runtime.assigned) == 2, 10, message="both partitions assigned")
         await numbers.send(key="k", value=0, partition=1)
         await wait_for(lambda: 0 in seen, 10, message="a record of partition 1 processed")
-        await runtime._rewind([TP(numbers.name, 1)])  # while the consume loop waits in a fetch
+        await runtime.ownership.rewind([TP(numbers.name, 1)])  # while the consume loop waits in a fetch
         rounds = runtime.fetch_rounds
         await numbers.send(key="k", value=1, partition=0)  # that fetch returns this one
         await wait_for(lambda: runtime.fetch_rounds > rounds, 10, message="the fetch holding it returned")
@@ -43,7 +43,7 @@ async def test_a_batch_fetched_while_a_seek_to_the_committed_offsets_is_pending_
         await numbers.send(key="k", value=0, partition=0)
         await wait_for(lambda: 0 in seen, 10, message="a record of partition 0 processed")
         rounds = runtime.fetch_rounds
-        await runtime._seek_committed({TP(numbers.name, 0): 0})  # nothing committed: back to offset 0
+        await runtime.ownership._seek_committed({TP(numbers.name, 0): 0})  # nothing committed: back to offset 0
         await numbers.send(key="k", value=1, partition=0)  # the fetch in flight returns it before the seek
         await wait_for(lambda: runtime.fetch_rounds > rounds, 10, message="the fetch holding it returned")
         await numbers.send(key="k", value=2, partition=1)

@@ -70,11 +70,11 @@ async def test_lost_partitions_are_dropped_without_a_checkpoint_revoked_ones_are
         def committed(number):
             return broker.committed.get(app.id, {}).get(TP(numbers.name, number))
 
-        await runtime._on_lost([TP(numbers.name, 1)])
+        await runtime.ownership.on_lost([TP(numbers.name, 1)])
         assert TP(numbers.name, 1) not in runtime.assigned
         assert 1 not in totals.local  # its table partition dropped: the next owner restores it
         # the positive marker: a revocation checkpoints (every table change still cached goes)
-        await runtime._on_revoked([TP(numbers.name, 0)])
+        await runtime.ownership.on_revoked([TP(numbers.name, 0)])
         assert committed(0) == 1 and keys[0].encode() in written(0), written(0)
         assert committed(1) is None  # nothing committed for the lost partition
         assert keys[1].encode() not in written(1), written(1)  # nor its table's cached write
@@ -87,16 +87,16 @@ async def test_a_checkpoint_while_lost_partitions_finish_their_records_sends_non
         runtime, broker = app.runtime, MemoryBroker.named(app.conf.bootstrap_servers)
         await _one_record_in_each_partition(app, numbers, totals, keys)
         gate = asyncio.Event()
-        real_release = runtime.release
+        real_release = runtime.ownership.release
 
         async def slow_release(tps, timeout, *, commit=True):  # a record of it still being processed
             await gate.wait()
             await real_release(tps, timeout, commit=commit)
 
-        runtime.release = slow_release
-        losing = asyncio.create_task(runtime._on_lost([TP(numbers.name, 1)]))
+        runtime.ownership.release = slow_release
+        losing = asyncio.create_task(runtime.ownership.on_lost([TP(numbers.name, 1)]))
         await asyncio.sleep(0.05)
-        await runtime._commit()  # the periodic checkpoint, meanwhile
+        await runtime.commit()  # the periodic checkpoint, meanwhile
         gate.set()
         await asyncio.wait_for(losing, 10)
         written = {(m.partition, m.key) for part in broker.logs[totals.changelog.name] for m in part}
@@ -116,7 +116,7 @@ async def test_lost_partitions_under_exactly_once_still_go_through_the_checkpoin
         await wait_for(lambda: len(runtime.assigned) == 2 and _ready(totals), 10, message="both partitions assigned")
         broker.append(numbers.name, keys[1].encode(), b"5", 1, None, None)  # an input from outside the app
         await wait_for(lambda: totals.local[1].cache.get(keys[1].encode()) == 5, 10, message="the record processed")
-        await runtime._on_lost([TP(numbers.name, 1)])
+        await runtime.ownership.on_lost([TP(numbers.name, 1)])
         assert TP(numbers.name, 1) not in runtime.assigned
         assert broker.committed.get(app.id, {}).get(TP(numbers.name, 1)) == 1
 

@@ -26,16 +26,16 @@ async def test_an_assignment_handled_while_a_revocation_runs_keeps_its_partition
         await wait_for(lambda: len(runtime.assigned) == 2, 10, message="both partitions assigned")
         tp = TP(numbers.name, 1)
         gate = asyncio.Event()
-        real_release = runtime.release
+        real_release = runtime.ownership.release
 
         async def slow_release(tps, timeout, *, commit=True):  # a commit waiting for a broker that is away
             await gate.wait()
             await real_release(tps, timeout, commit=commit)
 
-        runtime.release = slow_release
-        revoking = asyncio.create_task(runtime._on_revoked([tp]))
+        runtime.ownership.release = slow_release
+        revoking = asyncio.create_task(runtime.ownership.on_revoked([tp]))
         await asyncio.sleep(0.05)
-        assigning = asyncio.create_task(runtime._on_assigned([tp]))  # the client moved on
+        assigning = asyncio.create_task(runtime.ownership.on_assigned([tp]))  # the client moved on
         await asyncio.sleep(0.05)
         gate.set()
         await asyncio.wait_for(asyncio.gather(revoking, assigning), 10)

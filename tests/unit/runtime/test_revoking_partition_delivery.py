@@ -57,7 +57,7 @@ async def test_records_fetched_while_a_partition_is_revoked_are_not_processed(gu
         await wait_for(lambda: runtime.assigned, 10, message="assigned")
         feed("a", "hold", "b")  # one fetched batch
         await asyncio.wait_for(at_gate.wait(), 10)
-        revoking = asyncio.create_task(runtime._on_revoked([TP0]))  # the client's callback; its fetcher goes on
+        revoking = asyncio.create_task(runtime.ownership.on_revoked([TP0]))  # the client's callback; its fetcher goes on
         await asyncio.sleep(0)
         feed("c")
         rounds = runtime.fetch_rounds
@@ -91,6 +91,6 @@ async def test_a_partition_assigned_afresh_delivers_again_even_if_its_revocation
         runtime = app.runtime
         await wait_for(lambda: runtime.assigned, 10, message="assigned")
         runtime.router.revoke([TP0])  # a revocation that never reached its end
-        await runtime._on_assigned([TP0])
+        await runtime.ownership.on_assigned([TP0])
         broker.append("in", None, source.value_codec.encode("x"), 0, None, None)
         await wait_for(lambda: done == ["x"], 10, message="the record of the partition assigned afresh")

@@ -26,22 +26,22 @@ async def test_a_rewind_pending_when_a_partition_is_revoked_is_not_applied_when_
         await wait_for(lambda: len(runtime.assigned) == 2, 10, message="both partitions assigned")
         await numbers.send(key="k", value=0, partition=1)
         await wait_for(lambda: 0 in seen, 10, message="the first record processed")
-        await runtime._commit()
+        await runtime.commit()
         assert broker.committed[app.id][tp] == 1
-        real_commit = runtime._commit
+        real_commit = runtime.commit
 
         async def rolled_back(tps=None, *, wait=True):  # the revocation's checkpoint fails and rewinds
-            await runtime._rewind(list(tps or runtime.assigned))
+            await runtime.ownership.rewind(list(tps or runtime.assigned))
             raise RuntimeError("transaction rolled back (injected)")
 
-        runtime._commit = rolled_back
-        await runtime._on_revoked([tp])
-        runtime._commit = real_commit
+        runtime.commit = rolled_back
+        await runtime.ownership.on_revoked([tp])
+        runtime.commit = real_commit
         # meanwhile another worker processes offset 1 and commits past it
         broker.append(numbers.name, b"k", b"1", 1, None, None)
         broker.committed[app.id][tp] = 2
         await runtime.consumer.seek(tp, 2)  # a fresh assignment starts at the committed offset
-        await runtime._on_assigned([tp])
+        await runtime.ownership.on_assigned([tp])
         await numbers.send(key="k", value=2, partition=1)
         await wait_for(lambda: 2 in seen, 10, message="the record after the committed offset processed")
         assert 1 not in seen, "a stale rewind re-read a record another worker had committed"
