@@ -1,7 +1,7 @@
 """Which build of the per-record path runs: modules compiled by Cython at install, or the .py.
 
 ``STREAMKIT_COMPILE=1 pip install .`` (setup.py; off by default: compiled as they are, these
-measured no faster, benchmarks/README.md) compiles the modules in :data:`MODULES` (plain Python,
+measured 0-10% faster, benchmarks/README.md) compiles the modules in :data:`MODULES` (plain Python,
 the source of truth) into extension modules placed beside them, where Python's import system
 prefers them to the .py. This module decides, once, before streamkit imports any of them:
 
@@ -27,12 +27,12 @@ from types import ModuleType
 from typing import Sequence
 
 # The per-record path, as profiled (benchmarks/README.md, "Compiled per-record path"): decode
-# into Events, the stream's hand-out, the agent's loop and emit, encode, produce.
+# into Events, encode, produce, on both drivers. Not streams/stream.py and agents/agent.py (the
+# hand-out, the agent's loop and emit): compiled, `async for` over a stream ran slower (an async
+# generator of Cython's against CPython's own, 0.82x the .py in the same run).
 MODULES: tuple[str, ...] = (
     "streamkit.runtime.decoding",
     "streamkit.runtime.progress",
-    "streamkit.streams.stream",
-    "streamkit.agents.agent",
     "streamkit.topics",
     "streamkit.models.blessed",
     "streamkit.transport.partitioner",
