@@ -28,8 +28,8 @@ from typing import Sequence
 
 # The per-record path, as profiled (benchmarks/README.md, "Compiled per-record path"): decode
 # into Events, encode, produce, on both drivers. Not streams/stream.py and agents/agent.py (the
-# hand-out, the agent's loop and emit): compiled, `async for` over a stream ran slower (an async
-# generator of Cython's against CPython's own, 0.82x the .py in the same run).
+# hand-out, the agent's loop and emit): compiled, `async for` over a stream ran slower (Cython's
+# async generators against CPython's: 0.92x the .py's records/s in same-run pairs, 23% more CPU).
 MODULES: tuple[str, ...] = (
     "streamkit.runtime.decoding",
     "streamkit.runtime.progress",
@@ -99,7 +99,7 @@ def _stale(compiled: list[str]) -> list[str]:
     return [name for name in compiled if recorded.get(name) != source_digest(_source_path(name))]
 
 
-_state: dict[str, tuple[str, ...]] = {"compiled": (), "pure": MODULES}
+_state: dict[str, tuple[str, ...]] = {"compiled": ()}
 
 
 def choose() -> None:
@@ -111,10 +111,10 @@ def choose() -> None:
     if not _forced_pure() and len(pure) > len(MODULES) - len(present):
         stale = sorted(set(pure) & set(present))
         warnings.warn(f"streamkit: compiled {', '.join(stale)} older than the .py (edited since the build): running "
-                      f"the .py instead; rebuild with `pip install -e .` (or set {PURE_ENV}=1)", stacklevel=2)
+                      f"the .py instead; rebuild with `STREAMKIT_COMPILE=1 pip install -e .` (or set {PURE_ENV}=1)",
+                      stacklevel=2)
     sys.meta_path.insert(0, _SourceFinder([n for n in pure if n in present]))
     _state["compiled"] = tuple(n for n in MODULES if n not in pure)
-    _state["pure"] = tuple(n for n in MODULES if n in pure)
 
 
 def compiled_modules() -> tuple[str, ...]:
