@@ -159,13 +159,15 @@ def unstolen(measure: Callable[[int], dict[str, Any]], max_steal: float | None,
     return result, stolen_runs
 
 
-def run_scenario_process(script: str, scenario: str, args: list[str], timeout: float) -> dict[str, Any]:
+def run_scenario_process(script: str, scenario: str, args: list[str], timeout: float,
+                         env_extra: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``script --scenario NAME args`` in a fresh interpreter; parse its ``RESULT {json}`` line.
 
-    Returns the result (or an ``error`` entry) with ``process_s`` and any warning lines.
+    Returns the result (or an ``error`` entry) with ``process_s`` and any warning lines. The
+    caller's ``STREAMKIT_*`` variables are left out; ``env_extra`` sets the scenario's own.
     """
     cmd = [sys.executable, script, "--scenario", scenario, *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")} | (env_extra or {})
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     started, ticks = time.perf_counter(), cpu_ticks()
     try:

@@ -29,6 +29,9 @@ Scenarios:
 - ``streamkit-<driver>-function`` / ``-columnar`` (``--scenarios``): the stateless agent as a
   plain ``def fn(order)``, and as a columnar agent over each fetched batch as a pyarrow
   RecordBatch (``columnar / function`` is the ratio printed for them).
+- ``<streamkit scenario>+pure`` (``--pure-too`` adds one after each streamkit scenario): the same
+  with ``STREAMKIT_PURE_PYTHON=1``, the per-record path's .py modules instead of the compiled
+  ones (``compiled / pure`` is the ratio printed); each streamkit result says which build ran.
 
 All producers use the same settings as streamkit's defaults (acks=all, linger 5 ms,
 Java-compatible murmur2 partitioning) so the comparison is like for like.
@@ -73,6 +76,7 @@ STREAMKIT = {f"streamkit-{driver}{suffix}": (driver, guarantee, stateful)
                                                  ("-columnar", "at_least_once", "columnar"))}
 SCENARIOS = ("raw-confluent", "raw-aiokafka", "streamkit-aiokafka", "streamkit-confluent",
              "streamkit-aiokafka-eos", "streamkit-confluent-eos")  # the stateful ones: `python -m benchmarks run`
+PURE = "+pure"  # scenario suffix: the same scenario on the pure-Python modules (streamkit/compiled.py)
 PARTITIONS = 4
 DEFAULT_JSON = Path(__file__).resolve().parent / "results" / "quick_stateless.json"
 PRODUCER_ACKS = "all"
@@ -87,18 +91,18 @@ class Meter:
 
     def __init__(self) -> None:
         self.t0: float | None = None
-        self.cpu0 = 0.0
+        self.cpu0 = self.loop0 = 0.0
         self.t1 = 0.0
-        self.cpu1 = 0.0
+        self.cpu1 = self.loop1 = 0.0
 
     def first(self) -> None:
         if self.t0 is None:
             self.t0 = time.perf_counter()
-            self.cpu0 = cpu_seconds()
+            self.cpu0, self.loop0 = cpu_seconds(), time.thread_time()
 
     def done(self) -> None:
         self.t1 = time.perf_counter()
-        self.cpu1 = cpu_seconds()
+        self.cpu1, self.loop1 = cpu_seconds(), time.thread_time()
 
     def result(self, scenario: str, consumed: int, **extra: Any) -> dict[str, Any]:
         assert self.t0 is not None, "no record was consumed"
@@ -109,6 +113,9 @@ class Meter:
             "elapsed_s": elapsed,
             "records_per_s": consumed / elapsed if elapsed > 0 else float("inf"),
             "cpu_s": self.cpu1 - self.cpu0,
+            # the calling thread's CPU alone (the event loop's, where the per-record Python runs;
+            # not librdkafka's threads): the figure a compiled per-record path moves
+            "loop_cpu_s": self.loop1 - self.loop0,
             "cpu_total_s": cpu_seconds(),
             "peak_rss_mb": peak_rss_mb(),
             **extra,
@@ -254,7 +261,9 @@ async def run_streamkit(args: argparse.Namespace, scenario: str) -> dict[str, An
         meter.done()
         stop_started = time.perf_counter()
     stop_s = time.perf_counter() - stop_started
-    return meter.result(scenario, state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts)
+    from streamkit.compiled import describe
+
+    return meter.result(scenario, state["consumed"], stop_s=stop_s, restarts=enrich_orders.restarts, build=describe())
 
 
 def scenario_main(args: argparse.Namespace) -> None:
@@ -313,9 +322,12 @@ def run_scenario(args: argparse.Namespace, scenario: str, input_topic: str, tag:
     output = f"bench-out-{tag}"
     group = f"bench-{tag}"
     create_topic(args.admin, output, PARTITIONS)
-    result = run_scenario_process(str(Path(__file__).resolve()), scenario, [
+    pure = scenario.endswith(PURE)
+    result = run_scenario_process(str(Path(__file__).resolve()), scenario.removesuffix(PURE), [
         "--broker", args.broker, "--records", str(args.records), "--input", input_topic, "--output", output,
-        "--group", group, "--timeout", str(args.timeout)], args.timeout)
+        "--group", group, "--timeout", str(args.timeout)], args.timeout,
+        env_extra={"STREAMKIT_PURE_PYTHON": "1"} if pure else None)
+    result["scenario"] = scenario
     result["output_records"] = topic_count(args.broker, output)
     result["output_ok"] = result["output_records"] >= args.records
     # streamkit creates <group>-dlq, <group>-__leader and <group>-replies
@@ -328,32 +340,41 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     ok, summary = rate_summary(runs)
     if ok:
         summary["cpu_us_per_record"] = statistics.median(r["cpu_s"] / r["consumed"] * 1e6 for r in ok)
+        summary["loop_cpu_us_per_record"] = statistics.median(r["loop_cpu_s"] / r["consumed"] * 1e6 for r in ok)
         summary["all_outputs_complete"] = all(r["output_ok"] for r in runs)
     return summary
 
 
 def print_table(summary: dict[str, dict[str, Any]], ratios: dict[str, float | None]) -> None:
-    header = (f"{'scenario':<22}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}{'CPU us/rec':>12}"
-              f"{'peak RSS MB':>13}  output")
+    header = (f"{'scenario':<34}{'median rec/s':>14}{'min-max rec/s':>22}{'CPU s':>8}{'CPU us/rec':>12}"
+              f"{'loop us/rec':>13}{'peak RSS MB':>13}  output")
     print(header)
     print("-" * len(header))
     for name, s in summary.items():
         if not s.get("ok_runs"):
-            print(f"{name:<22}{'FAILED':>14}  {s.get('errors')}")
+            print(f"{name:<34}{'FAILED':>14}  {s.get('errors')}")
             continue
         span = f"{s['min_rps']:,.0f}-{s['max_rps']:,.0f}"
-        print(f"{name:<22}{s['median_rps']:>14,.0f}{span:>22}{s['median_cpu_s']:>8.2f}{s['cpu_us_per_record']:>12.1f}"
-              f"{s['max_peak_rss_mb']:>13.1f}  {'complete' if s['all_outputs_complete'] else 'INCOMPLETE'}")
+        print(f"{name:<34}{s['median_rps']:>14,.0f}{span:>22}{s['median_cpu_s']:>8.2f}{s['cpu_us_per_record']:>12.1f}"
+              f"{s['loop_cpu_us_per_record']:>13.2f}{s['max_peak_rss_mb']:>13.1f}"
+              f"  {'complete' if s['all_outputs_complete'] else 'INCOMPLETE'}")
     print()
     for name, ratio in ratios.items():
-        print(f"{name:<40} {'n/a' if ratio is None else f'{ratio:.2f}'}")
+        print(f"{name:<52} {'n/a' if ratio is None else f'{ratio:.2f}'}")
 
 
 def parent_main(args: argparse.Namespace) -> None:
     run_id = uuid.uuid4().hex[:8]
     input_topic = f"bench-in-{run_id}"
     known = list(SCENARIOS) + [s for s in STREAMKIT if s not in SCENARIOS]
-    scenarios = [s for s in known if s in args.scenarios.split(",")]
+    known = [v for s in known for v in ((s, s + PURE) if s in STREAMKIT else (s,))]
+    asked = args.scenarios.split(",")
+    unknown = [s for s in asked if s not in known]
+    if unknown:
+        raise SystemExit(f"unknown scenarios {unknown}: pick from {known}")
+    if args.pure_too:
+        asked += [s + PURE for s in asked if s in STREAMKIT]
+    scenarios = [s for s in known if s in asked]  # each +pure right after its compiled run: A/B/A/B
     print(f"broker {args.broker}, {args.records} records, {args.repeat} repeats, run {run_id}", flush=True)
     args.admin = admin_client(args.broker)  # one client, kept alive for all its futures
     create_topic(args.admin, input_topic, PARTITIONS)
@@ -395,6 +416,16 @@ def parent_main(args: argparse.Namespace) -> None:
         "columnar / function (aiokafka)": ratio("streamkit-aiokafka-columnar", "streamkit-aiokafka-function"),
         "columnar confluent / raw-confluent": ratio("streamkit-confluent-columnar", "raw-confluent"),
     }
+    for name in scenarios:  # the compiled per-record path against the pure-Python one, same run
+        if name.endswith(PURE):
+            base = name.removesuffix(PURE)
+            ratios[f"{base}: compiled / pure"] = ratio(base, name)
+            if summary.get(base, {}).get("ok_runs") and summary.get(name, {}).get("ok_runs"):
+                ratios[f"{base}: loop CPU pure / compiled"] = (summary[name]["loop_cpu_us_per_record"]
+                                                               / summary[base]["loop_cpu_us_per_record"])
+            raw = "raw-" + STREAMKIT[base][0]
+            ratios[f"{base}{PURE} / {raw}"] = ratio(name, raw)
+    ratios = {name: value for name, value in ratios.items() if value is not None or "pure" not in name}
     print()
     print_table(summary, ratios)
     out = Path(args.json)
@@ -428,6 +459,8 @@ def main() -> None:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario run")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the benchmark topics")
+    parser.add_argument("--pure-too", action="store_true",
+                        help="run each streamkit scenario also on the pure-Python modules (STREAMKIT_PURE_PYTHON=1)")
     # internal: run one scenario (the parent starts these as subprocesses)
     parser.add_argument("--scenario", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)

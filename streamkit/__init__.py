@@ -1,4 +1,6 @@
 """streamkit: stream processing for Python on Kafka — typed topics, async agents, tables."""
+# first: picks each per-record module's compiled build or its .py (STREAMKIT_PURE_PYTHON) before any is imported
+from . import compiled as _compiled  # noqa: F401
 from .agents.agent import Agent
 from .app import App
 from .channels import Channel

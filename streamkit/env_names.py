@@ -10,8 +10,8 @@ log = logging.getLogger("streamkit.settings")
 
 PREFIX = "STREAMKIT_"
 # Read by streamkit itself outside the settings: the test plugin and harness (STREAMKIT_TEST_*),
-# the Spark session's shuffle partitions.
-OTHER_NAMES = frozenset({"STREAMKIT_SPARK_SHUFFLE_PARTITIONS"})
+# the Spark session's shuffle partitions, the pure-Python switch (compiled.py) and setup.py's.
+OTHER_NAMES = frozenset({"STREAMKIT_SPARK_SHUFFLE_PARTITIONS", "STREAMKIT_PURE_PYTHON", "STREAMKIT_COMPILE"})
 OTHER_PREFIXES = ("STREAMKIT_TEST_",)
 
 _warned: set[str] = set()

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ..compiled import describe
 from ..errors import AgentFailed, BrokerUnavailable, ConfigurationError
 from ..version import __version__
 from .app_commands import CommandsOfTheApp
@@ -80,7 +81,7 @@ def setup_logging(level: str) -> None:
 
 
 @click.group(cls=CommandsOfTheApp)
-@click.version_option(__version__, prog_name="streamkit")
+@click.version_option(__version__, prog_name="streamkit", message=f"%(prog)s, version %(version)s\n{describe()}")
 @click.option("-A", "--app", "app_spec", default=None, is_eager=True,  # before --help: it lists the app's commands
               help="The app, as module:attribute (here, as Faust takes it, or after the command).")
 @click.pass_context

@@ -23,9 +23,10 @@ def await_chain(coro: Any, limit: int = 40) -> list[str]:
     while coro is not None and len(lines) < limit:
         frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None) or getattr(coro, "gi_frame", None)
         if frame is not None:
-            code = frame.f_code
-            source = linecache.getline(code.co_filename, frame.f_lineno).strip()
-            lines.append(f"  {code.co_filename}:{frame.f_lineno} in {code.co_name}: {source}")
+            code, lineno = frame.f_code, frame.f_lineno
+            # a compiled module's coroutine (streamkit/compiled.py) has a frame without a line
+            source = linecache.getline(code.co_filename, lineno).strip() if lineno else "(compiled)"
+            lines.append(f"  {code.co_filename}:{lineno or '?'} in {code.co_name}: {source}")
         coro = (getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
                 or getattr(coro, "gi_yieldfrom", None))
     return lines
