@@ -5,7 +5,8 @@ with their sources, exactly-once's transactions all build on that list), so the 
 are the ones on the broker then: each start lists the broker's topics and logs the match. A
 matching topic created while the worker runs is read from the next start (a rolling restart)
 on, not before. Kafka's own pattern subscriptions pick one up at the next metadata refresh;
-streamkit does not, because its tables and checks would not know of it.
+streamkit does not, because its tables and checks would not know of it, and says so instead: a
+warning per new matching topic (runtime/pattern_watch.py).
 
 Never matched: names starting with ``__`` (Kafka's internal topics) and the app's own topics
 (changelogs, leader, replies, cluster, dead letters, repartition topics). A pattern matching

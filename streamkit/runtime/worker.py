@@ -26,6 +26,7 @@ from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .membership import Membership
 from .ownership import PartitionOwnership
+from .pattern_watch import PatternWatch
 from .pauses import PauseLedger
 from .purge import RepartitionPurge, purged_topics
 from .rebalancing import ProtocolChoice, apply_group_timeouts, choose_protocol, refused_timeouts_message
@@ -76,6 +77,7 @@ class Runtime(Service):
         self._commit_task: asyncio.Task[None] | None = None
         self.broker_watch: BrokerWatch | None = None
         self.purge: RepartitionPurge | None = None
+        self.pattern_watch: PatternWatch | None = None
         self._stopping = False
         self._gc_tuned = False
         self.planning = False  # started only to freeze the topology (planning.py): an agent that cannot start fails it
@@ -192,6 +194,11 @@ class Runtime(Service):
         self.purge = RepartitionPurge(self.driver, self.consumer, purged_topics(self.app.topics.values()),
                                       lambda: self.assigned, self.conf.repartition_purge_interval)
         self.purge.start()
+        self.pattern_watch = PatternWatch(self.driver, self.conf.bootstrap_servers, self.conf.broker_connect_timeout,
+                                          [(agent.name, agent.topic) for agent in self.app.agents.values()
+                                           if hasattr(agent.topic, "matching")],
+                                          lambda names: [*self.app.derived_topics(names), self.app.dlq_topic_name])
+        self.pattern_watch.start()
         # neither may die silently, nor start over (loops.py): an exception escaping one halts the worker
         self._loop_task = loops.halting("consume", self._consume_loop, self.fail)
         self._commit_task = loops.halting("commit", self._commit_loop, self.fail)
@@ -376,6 +383,8 @@ class Runtime(Service):
             await self.broker_watch.stop()
         if self.purge is not None:
             await self.purge.stop()
+        if self.pattern_watch is not None:
+            await self.pattern_watch.stop()
         bound = self.conf.stop_timeout if self.fatal is None else 0.5
         if self.consumer is not None and self.checkpoint is not None:
             self.tasks.suspend(self.assigned, "worker stopping")

@@ -110,3 +110,31 @@ async def test_streamkit_tables_says_a_pattern_decides_the_partitions(tmp_path):
     assert (
         partitions_text(count, 8) == "decided at start from the topics matching 'orders-.*' (their count on the broker)"
     )
+
+
+async def test_a_matching_topic_created_while_running_is_named_in_one_warning(tmp_path, caplog, monkeypatch):
+    """What a pattern matches is settled at start; a matching topic created later is not read
+    until a restart, and the worker says so, once per topic, naming it, the pattern and the agent."""
+    from streamkit.runtime import pattern_watch
+
+    monkeypatch.setattr(pattern_watch, "CHECK_INTERVAL", 0.05)
+    app = memory_app(tmp_path)
+    await make_topics(app, "orders-eu")
+
+    @app.agent(app.topic(pattern=r"orders-.*"))
+    async def count(stream):
+        async for _ in stream:
+            pass
+
+    with caplog.at_level(logging.WARNING, logger="streamkit.topics"):
+        async with app.running():
+            watch = app.runtime.pattern_watch
+            await make_topics(app, "returns-us")  # not matching: a positive marker for "said nothing"
+            await make_topics(app, "orders-us")
+            await wait_for(lambda: "orders-us" in watch.unread, 10, message="the new matching topic noticed")
+            seen_at = watch.listings
+            await wait_for(lambda: watch.listings >= seen_at + 2, 10, message="two more listings")
+    lines = [r.getMessage() for r in caplog.records if "created after the worker started" in r.getMessage()]
+    assert len(lines) == 1, lines  # once, not at every listing
+    assert "'orders-us'" in lines[0] and "orders-.*" in lines[0] and "count" in lines[0] and "restart" in lines[0]
+    assert set(watch.unread) == {"orders-us"}
