@@ -70,6 +70,7 @@ class TimeAligner:
         self.settled: dict[TP, int] = {}  # high watermark at which a side was found caught up
         self.probed: dict[TP, tuple[int, int | None]] = {}  # (high, delivered) its position was asked at
         self.answered: dict[TP, tuple[int, int, int]] = {}  # (high, position, fetch round) of a probe at the end
+        self.asked = False  # a position was asked (awaited) while picking
         self.reason = reason  # this join's name in the pause ledger
         if self.pauses is not None:
             self.pauses.release_all(reason)  # a restarted agent's stream starts over: so do its pauses
@@ -136,6 +137,9 @@ class TimeAligner:
             remaining = await self._wait_for(tp, partner, now)
             if remaining <= 0:
                 return self._take(entry)
+            if self.asked:  # it awaited the consumer: what the router delivered meanwhile is in the
+                self.asked = False  # stream's inbox, not here yet; look there before picking again
+                return 0.0
             wait = remaining if wait is None else min(wait, remaining)
         return wait
 
@@ -159,6 +163,7 @@ class TimeAligner:
             # records: the consumer's position, past them, tells (asked once per state)
             self.probed[partner] = (high, delivered)
             position = await consumer.position(partner)
+            self.asked = True
             if position is not None and position >= high:
                 self.answered[partner] = (high, position, runtime.fetch_rounds)
             else:
