@@ -69,6 +69,8 @@ class TimeAligner:
         self.waiting_since: dict[TP, tuple[float, int]] = {}  # partner -> (time, fetch round)
         self.settled: dict[TP, int] = {}  # high watermark at which a side was found caught up
         self.probed: dict[TP, tuple[int, int | None]] = {}  # (high, delivered) its position was asked at
+        self.answered: dict[TP, tuple[int, int, int]] = {}  # (high, position, fetch round) of a probe at the end
+        self.asked = False  # a position was asked (awaited) while picking
         self.reason = reason  # this join's name in the pause ledger
         if self.pauses is not None:
             self.pauses.release_all(reason)  # a restarted agent's stream starts over: so do its pauses
@@ -135,6 +137,9 @@ class TimeAligner:
             remaining = await self._wait_for(tp, partner, now)
             if remaining <= 0:
                 return self._take(entry)
+            if self.asked:  # it awaited the consumer: what the router delivered meanwhile is in the
+                self.asked = False  # stream's inbox, not here yet; look there before picking again
+                return 0.0
             wait = remaining if wait is None else min(wait, remaining)
         return wait
 
@@ -158,7 +163,19 @@ class TimeAligner:
             # records: the consumer's position, past them, tells (asked once per state)
             self.probed[partner] = (high, delivered)
             position = await consumer.position(partner)
-            if position is not None and position >= high and (delivered is None or position - delivered <= 1):
+            self.asked = True
+            if position is not None and position >= high:
+                self.answered[partner] = (high, position, runtime.fetch_rounds)
+            else:
+                self.answered.pop(partner, None)
+        answer = self.answered.get(partner)
+        if answer is not None and answer[0] == high:
+            # the records the client had handed out when it answered may still be on their way to
+            # the router: they are delivered once the consume loop has gone round since
+            if runtime.fetch_rounds <= answer[2]:
+                return RECHECK
+            delivered = runtime.router.delivered.get(partner)
+            if delivered is None or answer[1] - delivered <= 1:
                 self.settled[partner] = high
                 return 0.0
         if remaining <= 0:
