@@ -56,13 +56,17 @@ class PendingDeliveries:
         count = len(self._futures)
         if not count:
             return
-        futures = self._futures[:count]
+        futures, topics = self._futures[:count], self._topics[:count]  # taken together, before any wait
         unfinished = [f for f in futures if not f.done()]  # after a flush, usually none
         if unfinished:
             await asyncio.wait(unfinished)
-        topics = self._topics[:count]
-        self._futures = self._futures[count:]  # sends made while waiting stay for next time
-        self._topics = self._topics[count:]
+        if len(self._futures) >= count and self._futures[count - 1] is futures[-1]:
+            self._futures = self._futures[count:]  # sends made while waiting stay for next time
+            self._topics = self._topics[count:]
+        else:  # another settle (a flush beside the checkpoint) took some of them while this one waited
+            taken = set(map(id, futures))
+            kept = [(f, t) for f, t in zip(self._futures, self._topics, strict=True) if id(f) not in taken]
+            self._futures, self._topics = [f for f, _ in kept], [t for _, t in kept]
         failures: list[BaseException] = []
         failed_topics: list[str] = []
         for fut, topic in zip(futures, topics, strict=True):

@@ -89,3 +89,34 @@ async def test_discard_reads_every_outcome_now_or_later(caplog):
     gc.collect()
     await asyncio.sleep(0)
     assert "never retrieved" not in caplog.text
+
+
+async def test_two_settles_at_once_each_check_what_they_waited_for():
+    """A worker's checkpoint and an app.flush() may settle the same producer at once: the second
+    must neither crash on the first having taken its futures (zip() of unequal lists, seen on
+    Apache Kafka) nor drop futures added meanwhile unchecked; a failure reaches whoever waited on it."""
+    import asyncio
+
+    from streamkit.transport.pending import DeliveryFailed, PendingDeliveries
+
+    loop = asyncio.get_running_loop()
+    pending = PendingDeliveries()
+    first, second = loop.create_future(), loop.create_future()
+    pending.add(first, "a")
+    waiting_1 = asyncio.ensure_future(pending.settle())
+    await asyncio.sleep(0)
+    pending.add(second, "b")
+    waiting_2 = asyncio.ensure_future(pending.settle())
+    await asyncio.sleep(0)
+    first.set_result(None)
+    await asyncio.sleep(0)
+    later = loop.create_future()
+    pending.add(later, "c")  # added while the second still waits: not its to take
+    second.set_exception(RuntimeError("broker said no"))
+    assert await asyncio.gather(waiting_1, return_exceptions=True) == [None]
+    [failed] = await asyncio.gather(waiting_2, return_exceptions=True)
+    assert isinstance(failed, DeliveryFailed) and failed.topics == ["b"]
+    assert len(pending) == 1  # `later` stays for the next settle, unchecked so far
+    later.set_result(None)
+    await pending.settle()
+    assert len(pending) == 0
