@@ -166,8 +166,9 @@ def plan(agent: "Agent") -> KeyedPlan:
         return KeyedPlan(None, agent.topic.key_codec, [], [table], lookup=stream.lookup)
     if join is not None or any(table.window is not None for table in tables):
         refuse_table_joins(agent, tables, "runs per partition there (a windowed table or join)")
-        return KeyedPlan(None, agent.topic.key_codec, tables, stream.joined)
-    tables, joined = with_table_joins(tables, stream.joined)
+        joined = stream.joined
+    else:
+        tables, joined = with_table_joins(tables, stream.joined)
     if stream.grouped is None:
         return KeyedPlan(None, agent.topic.key_codec, tables, joined)
     key, name, key_type = stream.grouped

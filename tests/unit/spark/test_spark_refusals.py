@@ -115,6 +115,17 @@ def test_a_windowed_table_runs_per_partition_and_what_a_task_cannot_replay_is_re
 
     check_runnable(windowing)
     assert [t.name for t in windowed_tables(windowing)] == ["per-minute"]
+    by_parity = app.Table("by-parity", default=int).tumbling(60)
+
+    @app.agent(source, name="regrouped_windows")
+    async def regrouped_windows(stream):
+        async for value in stream.group_by(lambda v: v % 2, name="parity"):
+            by_parity[value % 2] += 1
+
+    from streamkit.spark.keyed import plan
+
+    regrouped = plan(regrouped_windows)  # re-keyed first, then per partition of the new key
+    assert regrouped.key_of is not None and regrouped.key_of(3) == 1 and regrouped.tables == [by_parity.table]
     by_wall_clock = app.Table("by-clock", default=int).tumbling(60).relative_to_now()
 
     @app.agent(source, name="clocked")
