@@ -37,6 +37,7 @@ from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of
+from .collector import task_ended, task_started
 from .references import referenced
 from .row_access import named_rows
 from .task_errors import task_failed
@@ -237,22 +238,26 @@ class RekeyTask:
         except Exception as exc:
             raise task_failed(self.agent_name, BEFORE_ANY_RECORD, exc) from exc
         schema = rows.arrow_schema(rows.RAW_SCHEMA)
-        for batch in batches:
-            try:
-                out = self._rekey(run, keyed, batch)
-            except Exception as exc:
-                raise task_failed(self.agent_name, _where(batch), exc) from exc
-            if out.num_rows:
-                yield out
-            dead = run.out
-            if dead.topic:
-                yield pa.RecordBatch.from_arrays([
-                    pa.array(dead.topic, pa.string()), pa.array([DEAD] * len(dead.topic), pa.int32()),
-                    pa.array([DEAD] * len(dead.topic), pa.int64()),
-                    pa.nulls(len(dead.topic), schema.field("timestamp").type),
-                    pa.array(dead.key, pa.binary()), pa.array(dead.value, pa.binary()),
-                    pa.array(dead.headers, schema.field("headers").type)], schema=schema)
-                run.out = type(dead)()
+        task_started(run.app)
+        try:
+            for batch in batches:
+                try:
+                    out = self._rekey(run, keyed, batch)
+                except Exception as exc:
+                    raise task_failed(self.agent_name, _where(batch), exc) from exc
+                if out.num_rows:
+                    yield out
+                dead = run.out
+                if dead.topic:
+                    yield pa.RecordBatch.from_arrays([
+                        pa.array(dead.topic, pa.string()), pa.array([DEAD] * len(dead.topic), pa.int32()),
+                        pa.array([DEAD] * len(dead.topic), pa.int64()),
+                        pa.nulls(len(dead.topic), schema.field("timestamp").type),
+                        pa.array(dead.key, pa.binary()), pa.array(dead.value, pa.binary()),
+                        pa.array(dead.headers, schema.field("headers").type)], schema=schema)
+                    run.out = type(dead)()
+        finally:
+            task_ended(run.app)
 
     def _rekey(self, run: AgentRun, keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
         if batch.num_rows and batch.column("topic")[0].as_py() in keyed.changelogs():
@@ -388,6 +393,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             self.updates = {name: t.name for name, t in self.plan.changelogs().items()}
             self.states = {name: handle.getValueState(f"table-{name}", state_schema) for name in self.tables}
             self.loop = asyncio.new_event_loop()
+            task_started(self.run.app)
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             run = self.run
@@ -448,5 +454,6 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
         def close(self) -> None:
             self.loop.close()
+            task_ended(self.run.app)
 
     return KeyedAgentProcessor()

@@ -38,6 +38,7 @@ from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, drive
+from .collector import task_ended, task_started
 from .keyed import DEAD, RekeyTask, _KeyedStream, plan, tables_of
 from .references import referenced
 from .row_access import named_rows
@@ -163,6 +164,7 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             self.states = {t.name: handle.getMapState(f"table-{t.name}", key_schema, value_schema)
                            for t in self.plan.tables}
             self.loop = asyncio.new_event_loop()
+            task_started(self.run.app)
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             home = key[0]
@@ -233,5 +235,6 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
         def close(self) -> None:
             self.loop.close()
+            task_ended(self.run.app)
 
     return PartitionAgentProcessor()
