@@ -20,6 +20,7 @@ def task_started(app: Any) -> None:
 
 
 def task_ended(app: Any) -> None:
-    """The interpreter's setting back, and the task's garbage collected."""
-    gc_tuning.release(app.conf.gc_young_threshold)
+    """The task's garbage collected (while the start-up heap is still frozen: only the task's
+    objects are walked), and the interpreter's setting back."""
     gc.collect()
+    gc_tuning.release(app.conf.gc_young_threshold)
