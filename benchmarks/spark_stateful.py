@@ -157,7 +157,9 @@ def main() -> None:
                                "cluster": "standalone, 2 workers x 1 core, 1 GiB",
                                "shuffle_partitions": args.shuffle_partitions}
     with standalone_cluster(workers=2) as master:
-        env = {f"spark.executorEnv.{name}": os.environ[name] for name in ("SPARK_BENCH_RUN", "SPARK_BENCH_BROKER")}
+        # PYTHONPATH: a checkout's streamkit on the executors too, not the one installed in the venv
+        env = {f"spark.executorEnv.{name}": os.environ[name] for name in ("SPARK_BENCH_RUN", "SPARK_BENCH_BROKER",
+                                                                           "PYTHONPATH") if name in os.environ}
         conf = {**env, "spark.sql.shuffle.partitions": str(args.shuffle_partitions)}
         for name, app in APPS.items():
             app.spark_spec = f"benchmarks.spark_stateful:{name}_app"  # this file runs as __main__

@@ -177,10 +177,9 @@ class SinkRows:
 
     def rows(self) -> Iterator[Any]:
         """The rows as a StatefulProcessor yields them (``pyspark.sql.Row``, the sink's columns)."""
-        from pyspark.sql import Row
+        from .row_access import SinkRow
 
-        for row in zip(self.topic, self.partition, self.key, self.value, self.headers, strict=True):
-            yield Row(topic=row[0], partition=row[1], key=row[2], value=row[3], headers=row[4])
+        return map(SinkRow, self.topic, self.partition, self.key, self.value, self.headers)
 
     def batch(self) -> pa.RecordBatch:
         cols = [self.topic, self.partition, self.key, self.value, self.headers]

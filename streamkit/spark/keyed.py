@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -36,13 +37,18 @@ from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of
+from .collector import task_ended, task_started
 from .references import referenced
+from .row_access import named_rows
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
 
 DEAD = -1  # the partition column of a stage-one row that is a dead letter, passed through
+
+
+_by_position = operator.attrgetter("partition", "offset")  # a key's records in each partition's order
 
 
 class OtherKey(NoRetry, KeyError):
@@ -233,26 +239,33 @@ class RekeyTask:
         except Exception as exc:
             raise task_failed(self.agent_name, BEFORE_ANY_RECORD, exc) from exc
         schema = rows.arrow_schema(rows.RAW_SCHEMA)
-        for batch in batches:
-            try:
-                out = self._rekey(run, keyed, batch)
-            except Exception as exc:
-                raise task_failed(self.agent_name, _where(batch), exc) from exc
-            if out.num_rows:
-                yield out
-            dead = run.out
-            if dead.topic:
-                yield pa.RecordBatch.from_arrays([
-                    pa.array(dead.topic, pa.string()), pa.array([DEAD] * len(dead.topic), pa.int32()),
-                    pa.array([DEAD] * len(dead.topic), pa.int64()),
-                    pa.nulls(len(dead.topic), schema.field("timestamp").type),
-                    pa.array(dead.key, pa.binary()), pa.array(dead.value, pa.binary()),
-                    pa.array(dead.headers, schema.field("headers").type)], schema=schema)
-                run.out = type(dead)()
+        task_started(run.app)
+        try:
+            for batch in batches:
+                try:
+                    out = self._rekey(run, keyed, batch)
+                except Exception as exc:
+                    raise task_failed(self.agent_name, _where(batch), exc) from exc
+                if out.num_rows:
+                    yield out
+                dead = run.out
+                if dead.topic:
+                    yield pa.RecordBatch.from_arrays([
+                        pa.array(dead.topic, pa.string()), pa.array([DEAD] * len(dead.topic), pa.int32()),
+                        pa.array([DEAD] * len(dead.topic), pa.int64()),
+                        pa.nulls(len(dead.topic), schema.field("timestamp").type),
+                        pa.array(dead.key, pa.binary()), pa.array(dead.value, pa.binary()),
+                        pa.array(dead.headers, schema.field("headers").type)], schema=schema)
+                    run.out = type(dead)()
+        finally:
+            task_ended(run.app)
 
     def _rekey(self, run: AgentRun, keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
         if batch.num_rows and batch.column("topic")[0].as_py() in keyed.changelogs():
             return _table_updates(keyed, batch)
+        whole = _rekey_whole(run, keyed, batch)
+        if whole is not None:
+            return whole
         messages = messages_of(batch)
         index = {id(m): i for i, m in enumerate(messages)}
         keep: list[int] = []
@@ -270,6 +283,27 @@ class RekeyTask:
         taken = batch.take(pa.array(keep, pa.int64()))
         at = taken.schema.get_field_index("key")
         return taken.set_column(at, taken.schema.field(at), pa.array(keys, pa.binary()))
+
+
+def _rekey_whole(run: AgentRun, keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+    """The usual batch a column at a time, without a Message or Event per record: every record
+    decodes (``Codec.decode_many``, as decode_batch's first try) and every new key computes. None
+    when one does not (or the agent reads several topics): the record-by-record path says which."""
+    members = run.agent.topic.members
+    if len(members) != 1 or not batch.num_rows:
+        return None
+    topic = members[0]
+    try:
+        topic.key_codec.decode_many(batch.column("key").to_pylist())
+        values = topic.value_codec.decode_many(batch.column("value").to_pylist())
+        if keyed.key_of is None:
+            return batch
+        key_of, encode = keyed.key_of, keyed.key_codec.encode
+        keys = [encode(key_of(value)) for value in values]
+    except Exception:  # noqa: BLE001 - which record, and its own error, is found record by record
+        return None
+    at = batch.schema.get_field_index("key")
+    return batch.set_column(at, batch.schema.field(at), pa.array(keys, pa.binary()))
 
 
 def _table_updates(keyed: KeyedPlan, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -360,46 +394,50 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             self.updates = {name: t.name for name, t in self.plan.changelogs().items()}
             self.states = {name: handle.getValueState(f"table-{name}", state_schema) for name in self.tables}
             self.loop = asyncio.new_event_loop()
+            task_started(self.run.app)
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             run = self.run
             run.out = type(run.out)()
-            ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
-            records = [r for r in ordered if r["partition"] != DEAD and r["topic"] not in self.updates]
-            for r in ordered:
-                if r["partition"] == DEAD:
-                    run.out.add(r["topic"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or ()])
-                elif r["topic"] in self.updates:  # a joined table's changes of this micro-batch come first
-                    state = self.states[self.updates[r["topic"]]]
-                    state.update((r["value"],)) if r["value"] is not None else state.clear()
+            ordered = sorted(named_rows(rows_in), key=_by_position)
+            updates = self.updates
+            records = [r for r in ordered if r.partition != DEAD and r.topic not in updates]
+            if len(records) < len(ordered):
+                for r in ordered:
+                    if r.partition == DEAD:
+                        run.out.add(r.topic, r.key, r.value, [(h["key"], h["value"]) for h in r.headers or ()])
+                    elif r.topic in updates:  # a joined table's changes of this micro-batch come first
+                        state = self.states[updates[r.topic]]
+                        state.update((r.value,)) if r.value is not None else state.clear()
             if records:
                 try:
                     self._process(records)
                 except Exception as exc:  # the policy's stop, or streamkit's own failure
-                    raise task_failed(agent_name, f"{records[0]['topic']}[{records[0]['partition']}]", exc) from exc
+                    raise task_failed(agent_name, f"{records[0].topic}[{records[0].partition}]", exc) from exc
             yield from run.out.rows()
 
         def _process(self, records: list[Any]) -> None:
             run, agent = self.run, self.run.agent
-            key_bytes = records[0]["key"] or b""
+            key_bytes = records[0].key or b""
             home = partition_for_key(key_bytes, partitions)
             new_key = self.plan.key_codec.decode(key_bytes)
             entries = {}  # each table's own key bytes for the key
             for table in self.tables.values():
                 state = self.states[table.name]
                 entry = entries[table.name] = table.key_codec.encode(new_key) or b""
-                part = TablePartition(home, _OneKeyStore(table, entry, state.get()[0] if state.exists() else None))
+                stored = state.get()  # None when the key has no entry yet
+                part = TablePartition(home, _OneKeyStore(table, entry, None if stored is None else stored[0]))
                 part.cache, part.ready = _OneKeyCache(table, entry), True
                 table.partitions, table.local = partitions, {home: part}
             decode = agent.topic.value_codec.decode
             events = []
             for r in records:
-                stamp = r["timestamp"]
-                message = Message(r["topic"], home, r["offset"], key_bytes, r["value"],
-                                  [(h["key"], h["value"]) for h in r["headers"] or ()],
+                stamp = r.timestamp
+                message = Message(r.topic, home, r.offset, key_bytes, r.value,
+                                  [(h["key"], h["value"]) for h in r.headers] if r.headers else [],
                                   None if stamp is None else round(stamp.timestamp() * 1000))
                 try:
-                    events.append(Event(new_key, decode(r["value"]), message))
+                    events.append(Event(new_key, decode(r.value), message))
                 except Exception as exc:  # decoded in stage one already: only a codec that changed
                     run.failed("decode", message, exc)
             if events:
@@ -417,5 +455,6 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
         def close(self) -> None:
             self.loop.close()
+            task_ended(self.run.app)
 
     return KeyedAgentProcessor()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import operator
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
@@ -37,8 +38,10 @@ from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, drive
+from .collector import task_ended, task_started
 from .keyed import DEAD, RekeyTask, _KeyedStream, plan, tables_of
 from .references import referenced
+from .row_access import named_rows
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -105,16 +108,17 @@ class HomeTask(RekeyTask):
 def in_task_order(records: list[Any], topics: tuple[str, ...] = ()) -> list[Any]:
     """One source partition's records in offset order; several merged by timestamp, as a worker's
     task picks the earliest head (ties: the first of ``topics``, a join's left side, then the
-    lower partition), joins/aligned.py's order for a windowed join's two sides."""
+    lower partition), joins/aligned.py's order for a windowed join's two sides. ``records``:
+    named rows (row_access.named_rows)."""
     by_source: dict[tuple[int, int], list[Any]] = {}
     rank = {name: i for i, name in enumerate(topics)}
     for r in records:
-        by_source.setdefault((rank.get(r["topic"], 0), r["partition"]), []).append(r)
-    lists = [sorted(rs, key=lambda r: r["offset"]) for _, rs in sorted(by_source.items())]
+        by_source.setdefault((rank.get(r.topic, 0), r.partition), []).append(r)
+    lists = [sorted(rs, key=_offset) for _, rs in sorted(by_source.items())]
     if len(lists) == 1:
         return lists[0]
     # heapq.merge hands out the smallest head, the earlier list first on ties: the worker's pick
-    return list(heapq.merge(*lists, key=lambda r: _millis(r["timestamp"]) if r["timestamp"] is not None else -1))
+    return list(heapq.merge(*lists, key=lambda r: _millis(r.timestamp) if r.timestamp is not None else -1))
 
 
 class SparkJoinStream(JoinStream):
@@ -124,6 +128,9 @@ class SparkJoinStream(JoinStream):
 
     async def _next_batch(self, timeout: float | None) -> Event | None:
         return await Stream._next_batch(self, timeout)  # noqa: SLF001 - the plain stream's inbox read, not the aligner's
+
+
+_offset = operator.attrgetter("offset")
 
 
 def _millis(stamp: Any) -> int:
@@ -157,21 +164,22 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             self.states = {t.name: handle.getMapState(f"table-{t.name}", key_schema, value_schema)
                            for t in self.plan.tables}
             self.loop = asyncio.new_event_loop()
+            task_started(self.run.app)
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             home = key[0]
             run = self.run
             run.out = type(run.out)()
-            records = list(rows_in)
+            records = named_rows(rows_in)
             if home == DEAD:
                 for r in records:
-                    run.out.add(r["topic"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or ()])
+                    run.out.add(r.topic, r.key, r.value, [(h["key"], h["value"]) for h in r.headers or ()])
             elif records:
                 ordered = in_task_order(records, self.topics)
                 try:
                     self._process(home, ordered)
                 except Exception as exc:  # the policy's stop, or streamkit's own failure
-                    raise task_failed(agent_name, f"{ordered[0]['topic']}[{ordered[0]['partition']}]", exc) from exc
+                    raise task_failed(agent_name, f"{ordered[0].topic}[{ordered[0].partition}]", exc) from exc
             yield from run.out.rows()
 
         def _process(self, home: int, records: list[Any]) -> None:
@@ -187,14 +195,14 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             codecs = {member.name: member for member in agent.topic.members}
             events = []
             for r in records:
-                topic = codecs[r["topic"]]
-                stamp = r["timestamp"]
-                message = Message(r["topic"], home, r["offset"], r["key"], r["value"],
-                                  [(h["key"], h["value"]) for h in r["headers"] or ()],
+                topic = codecs[r.topic]
+                stamp = r.timestamp
+                message = Message(r.topic, home, r.offset, r.key, r.value,
+                                  [(h["key"], h["value"]) for h in r.headers] if r.headers else [],
                                   None if stamp is None else _millis(stamp))
                 try:
-                    events.append(Event(decode_key(r["key"]) if r["key"] is not None else None,
-                                        topic.value_codec.decode(r["value"]), message))
+                    events.append(Event(decode_key(r.key) if r.key is not None else None,
+                                        topic.value_codec.decode(r.value), message))
                 except Exception as exc:  # decoded in stage one already: only a codec that changed
                     run.failed("decode", message, exc)
             if events:
@@ -227,5 +235,6 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
         def close(self) -> None:
             self.loop.close()
+            task_ended(self.run.app)
 
     return PartitionAgentProcessor()
