@@ -297,7 +297,8 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
         changelog = f"{group}-counts-changelog"
         table_records = changelog_records(broker, changelog) if stateful else None
         delete_topics(admin, [input_topic, output_topic] + ([] if peer else [
-            f"{group}-dlq", f"{group}-__leader", f"{group}-replies"]) + ([changelog] if stateful else []))
+            f"{group}-dlq", f"{group}-__leader", f"{group}-replies", f"{group}-__cluster"])
+                      + ([changelog] if stateful else []))
     start = min(row[0] for row in latencies) + min(warmup, seconds / 4) if latencies else 0.0
     measured = [row for row in latencies if row[0] >= start]
     kept = sorted(row[1] * 1000 for row in measured)
@@ -314,7 +315,7 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
     else:
         shutil.rmtree(scratch, ignore_errors=True)
         found = {"error": "not measured: the stage breakdown times streamkit's worker only"}
-    return {"framework": peer or "streamkit", "driver": driver if peer is None else None, "rate": rate,
+    return {"framework": peer or "streamkit", "driver": driver if peer is None else None, "group": group, "rate": rate,
             "seconds": seconds, "sent": sent[0], "received": len(latencies), "measured": len(kept),
             "offered_rps": offered, "output_rps": output_rps, "sustained": complete and output_rps >= 0.9 * offered,
             "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),

@@ -85,6 +85,10 @@ def test_latency_with_a_table_runs_and_keeps_the_table(broker_address):
     assert result["stateful"] and result["complete"] and result["measured"] > 0, result
     assert 0 < result["p50_ms"] <= result["p99_ms"], result
     assert result["changelog_records"] > 0, result  # the table's checkpoints wrote its changelog
+    from confluent_kafka.admin import AdminClient  # the run deletes every topic it and its worker made
+
+    topics = AdminClient({"bootstrap.servers": broker_address}).list_topics(timeout=10).topics
+    assert result["group"] and not [t for t in topics if result["group"].split("-")[1] in t], result["group"]
 
 
 PEERS_PYTHON = ROOT / "benchmarks" / ".peers-venv" / "bin" / "python"
