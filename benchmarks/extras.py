@@ -1,5 +1,7 @@
 """The scenarios of ``python -m benchmarks run`` that are not one process over the input topic:
-latency at half load, scale-out (2 workers vs 1), state size (state_size.py), and table recovery (streamkit and the peers).
+latency at a third and at half of the stateless throughput (streamkit, and Quix Streams at the
+same rates), scale-out (2 workers vs 1), state size (state_size.py), and table recovery
+(streamkit and the peers).
 Each returns a summary for the run's table and JSON."""
 from __future__ import annotations
 
@@ -20,30 +22,82 @@ EXTRAS = ["latency-confluent", "latency-aiokafka", "scale-out-confluent", "scale
           "state-size-confluent", "state-size-aiokafka", "recovery", "peer-recovery"]
 
 
-def run_latency(args: argparse.Namespace, driver: str, stateless_rps: float | None) -> dict[str, Any]:
-    """p50/p99 at half the stateless throughput measured in this run (median over repeats)."""
+LATENCY_LOADS = (("third", 3), ("half", 2))  # of the stateless throughput this run measured
+
+
+def run_latency(args: argparse.Namespace, driver: str, stateless_rps: float | None,
+                peers_python: Path | None = None) -> dict[str, Any]:
+    """p50/p99 at a third and at half of the stateless throughput measured in this run (median
+    over repeats), and Quix Streams' at the same rates, each Quix run right after streamkit's
+    (``peers_python``: none with ``--no-peers``). The top level is the half-load figures, as
+    before; ``third`` the third's; ``quix`` Quix's per load; ``vs_quix`` the p99 ratios."""
     if not stateless_rps:
-        return {"error": f"no streamkit-{driver} throughput to take half of"}
-    rate = int(stateless_rps / 2)
-    runs, stolen_runs = [], []
+        return {"error": f"no streamkit-{driver} throughput to take a third and half of"}
+    rates = {load: int(stateless_rps / divisor) for load, divisor in LATENCY_LOADS}
+    frameworks = ("streamkit", "quix") if peers_python else ("streamkit",)
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {(f, load): [] for f in frameworks for load in rates}
+    stolen: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in runs}
     for rep in range(args.repeat):
-        result, stolen_now = unstolen(lambda _again: with_steal(
-            lambda: latency.measure(args.broker, driver, rate, args.latency_seconds)),
-            args.max_steal, f"latency-{driver} #{rep + 1}")
-        runs.append(result)
-        stolen_runs += stolen_now
-        print(f"  latency-{driver} #{rep + 1} at {rate:,} rec/s: "
-              + (f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms, "
-                 f"harness {result['harness_cpu_cores']:.2f} cores; " + latency.describe_stages(result["stages"])
-                 if "error" not in result else f"FAILED {result['error']}") + _steal(result), flush=True)
+        for load, rate in rates.items():
+            for framework in frameworks:
+                peer = None if framework == "streamkit" else framework
+                label = f"latency-{driver}" if peer is None else f"latency-quix (beside {driver})"
+                result, stolen_now = unstolen(lambda _again: with_steal(  # noqa: B023 - called within this iteration
+                    lambda: latency.measure(args.broker, driver, rate, args.latency_seconds, peer=peer,  # noqa: B023
+                                            peers_python=peers_python)),
+                    args.max_steal, f"{label} {load} #{rep + 1}")
+                runs[(framework, load)].append(result)
+                stolen[(framework, load)] += stolen_now
+                print(f"  {label} #{rep + 1} at {rate:,} rec/s ({load}): " + _describe_latency(result), flush=True)
+    out = {**_latency_summary(rates["half"], runs[("streamkit", "half")], stolen[("streamkit", "half")]),
+           "third": _latency_summary(rates["third"], runs[("streamkit", "third")], stolen[("streamkit", "third")])}
+    if not peers_python:
+        out["quix"] = {"skipped": "--no-peers: Quix Streams' latency not measured"}
+        return out
+    out["quix"] = {load: _latency_summary(rate, runs[("quix", load)], stolen[("quix", load)])
+                   for load, rate in rates.items()}
+    out["vs_quix"] = {}
+    for load in rates:
+        ours, theirs = (out if load == "half" else out[load]), out["quix"][load]
+        if ours.get("ok_runs") and theirs.get("ok_runs"):
+            out["vs_quix"][load] = ours["median_p99_ms"] / theirs["median_p99_ms"]
+            print(f"  latency {driver} / quix at {rates[load]:,} rec/s ({load}): p50 {ours['median_p50_ms']:.1f} / "
+                  f"{theirs['median_p50_ms']:.1f} ms, p99 {ours['median_p99_ms']:.1f} / {theirs['median_p99_ms']:.1f} "
+                  f"ms, p99 ratio {out['vs_quix'][load]:.2f}" + _unsustained(ours, "streamkit")
+                  + _unsustained(theirs, "quix"), flush=True)
+    return out
+
+
+def _describe_latency(result: dict[str, Any]) -> str:
+    if "error" in result:
+        return f"FAILED {result['error']}" + _steal(result)
+    line = (f"p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, max {result['max_ms']:.1f} ms, "
+            f"out {result['output_rps']:,.0f} of {result['offered_rps']:,.0f} rec/s offered"
+            f"{'' if result['sustained'] else ' NOT SUSTAINED'}, harness {result['harness_cpu_cores']:.2f} cores")
+    if result["framework"] == "streamkit":
+        line += "; " + latency.describe_stages(result["stages"])
+    return line + _steal(result)
+
+
+def _unsustained(summary: dict[str, Any], who: str) -> str:
+    """Said aloud: a framework that did not keep up, with the rate it reached."""
+    if summary.get("all_sustained", True):
+        return ""
+    return f" ({who} NOT SUSTAINED: {summary['median_output_rps']:,.0f} rec/s out of {summary['rate']:,} offered)"
+
+
+def _latency_summary(rate: int, runs: list[dict[str, Any]], stolen_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians over one framework's runs at one rate."""
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return {"rate": rate, "ok_runs": 0, "runs": runs, "stolen_runs": stolen_runs}
     staged = [r["stages"] for r in ok if "error" not in r["stages"]]
     return {"rate": rate, "ok_runs": len(ok), "runs": runs, "stolen_runs": stolen_runs,
-            **{f"median_{q}": statistics.median(r[q] for r in ok) for q in ("p50_ms", "p99_ms", "p999_ms", "max_ms")},
+            **{f"median_{q}": statistics.median(r[q] for r in ok)
+               for q in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "output_rps", "offered_rps")},
             "median_stages": {q: statistics.median(s[q] for s in staged) for q in staged[0]} if staged else None,
-            "max_steal_pct": _max_steal(ok), "all_complete": all(r["complete"] for r in ok)}
+            "max_steal_pct": _max_steal(ok), "all_complete": all(r["complete"] for r in ok),
+            "all_sustained": all(r["sustained"] for r in ok)}
 
 
 def run_scale_out(args: argparse.Namespace, driver: str, input_topic: str) -> dict[str, Any]:

@@ -9,7 +9,14 @@ process, which reads the output topic and takes ``receipt time - ts`` for every 
 first 3 seconds (a quarter of a shorter run) are left out. The generator starts once the worker owns all input
 partitions. Reports p50/p90/p99/p99.9/max in milliseconds the rate actually achieved, and the CPU cores worker, generator
 and reader used together (of the machine's; the broker's come on top).
-`python -m benchmarks run` runs it at half the stateless throughput it measured.
+`python -m benchmarks run` runs it at a third and at half of the stateless throughput it measured.
+
+``--peer quix``: Quix Streams as the worker instead (``peers/quix_latency.py``, the stateless
+enrichment of the throughput peer, run by the peers' interpreter: ``--peers-python``, default
+the harness's peers venv, created on first use), fed by the same generator and timed by the same
+reader, so the two frameworks' percentiles at one rate compare. A framework that cannot keep up
+says so: ``offered_rps`` (what the generator sent per second), ``output_rps`` (records out / first
+receipt → last receipt) and ``sustained`` (every record came out, at 90% of the offered rate or more).
 
 Where the time goes: both topics are created with ``message.timestamp.type=LogAppendTime``, so
 every record carries the broker's clock at the append; the worker notes when its agent takes
@@ -149,8 +156,10 @@ def generator_main(args: argparse.Namespace) -> None:
             sent += 1
         producer.poll(0)
         time.sleep(0.001)
+    producing_s = time.perf_counter() - started
     producer.flush(30)
-    print("RESULT " + json.dumps({"sent": sent, "seconds": time.perf_counter() - started}), flush=True)
+    print("RESULT " + json.dumps({"sent": sent, "seconds": time.perf_counter() - started, "producing_s": producing_s}),
+          flush=True)
 
 
 # -- the measuring parent --------------------------------------------------------------------------
@@ -205,38 +214,71 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def worker_command(peer: str | None, peers_python: Path | None, driver: str, stateful: bool,
+                   base: list[str]) -> tuple[list[str], dict[str, str], Path | None]:
+    """The worker's command line, environment and directory: streamkit's (this script as
+    ``--role worker``) or the peer's (its script, by the peers' interpreter, from its directory)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
+    if peer is None:
+        env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+        return base + ["--role", "worker", "--driver", driver] + (["--stateful"] if stateful else []), env, None
+    if peer != "quix" or stateful or peers_python is None:
+        raise ValueError(f"no peer worker for peer={peer!r}, stateful={stateful}, peers_python={peers_python}: "
+                         "the peer is 'quix', stateless, run by the peers' interpreter")
+    env.pop("PYTHONPATH", None)  # the peers venv, nothing of this repository
+    return [str(peers_python), str(HERE / "peers" / "quix_latency.py"), *base[2:]], env, HERE / "peers"
+
+
+def wait_ready(worker: subprocess.Popen[str], log: Path, deadline_s: float = 120.0) -> None:
+    """Until the worker prints READY (it owns every input partition); its other lines are skipped."""
+    deadline = time.monotonic() + deadline_s
+    assert worker.stdout is not None
+    while time.monotonic() < deadline:
+        line = worker.stdout.readline()
+        if line.strip() == "READY":
+            return
+        if not line:  # exited
+            break
+    raise RuntimeError(f"worker did not start: {log.read_text()[-2000:] if log.exists() else ''}")
+
+
 def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float = 3.0,
-            timeout: float = 120.0, stateful: bool = False) -> dict[str, Any]:
+            timeout: float = 120.0, stateful: bool = False, peer: str | None = None,
+            peers_python: Path | None = None) -> dict[str, Any]:
     """Run worker + generator on fresh topics; return the latency percentiles. ``stateful``: the
     agent also counts orders per user in a table (1,000 users; its changelog and checkpoint
-    included) before sending the order on."""
+    included) before sending the order on. ``peer="quix"``: Quix Streams is the worker (run by
+    ``peers_python``); the stage breakdown is streamkit's only."""
     tag = uuid.uuid4().hex[:8]
     input_topic, output_topic, group = f"lat-in-{tag}", f"lat-out-{tag}", f"lat-{tag}"
     admin = admin_client(broker)
     for topic in (input_topic, output_topic):  # the broker's clock on every record: the stages
         create_topic(admin, topic, PARTITIONS, {"message.timestamp.type": "LogAppendTime"})
-    stages_file = Path(tempfile.mkdtemp(prefix="latency-")) / "taken.json"
+    scratch = Path(tempfile.mkdtemp(prefix="latency-"))
+    stages_file, worker_log = scratch / "taken.json", scratch / "worker.log"
+    base = [sys.executable, str(Path(__file__).resolve()), "--broker", broker, "--input", input_topic]
+    command, worker_env, cwd = worker_command(peer, peers_python, driver, stateful, base)
+    if peer is None:
+        command += ["--stages-file", str(stages_file)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMKIT_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    base = [sys.executable, str(Path(__file__).resolve()), "--broker", broker, "--input", input_topic]
-    worker = subprocess.Popen(base + ["--role", "worker", "--driver", driver, "--output", output_topic,
-                                      "--group", group, "--stages-file", str(stages_file)]
-                              + (["--stateful"] if stateful else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
+    with worker_log.open("w") as log:  # a file, not a pipe nobody reads while it runs
+        worker = subprocess.Popen(command + ["--output", output_topic, "--group", group], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=log, text=True, env=worker_env, cwd=cwd)
     try:
-        line = worker.stdout.readline() if worker.stdout else ""  # READY once it owns every input partition
-        if line.strip() != "READY":
-            raise RuntimeError(f"worker did not start: {line!r} {worker.stderr.read()[-2000:] if worker.stderr else ''}")
+        wait_ready(worker, worker_log)  # READY once it owns every input partition
         generator = subprocess.Popen(base + ["--role", "generator", "--rate", str(rate), "--seconds", str(seconds)],
                                      stdout=subprocess.PIPE, text=True, env=env)
         wall0, reader0 = time.perf_counter(), time.process_time()
         worker0, children0 = process_cpu(worker.pid), children_cpu()
         sent: list[int] = []
+        generated: dict[str, Any] = {}
 
         def expected() -> int | None:
             if not sent and generator.poll() is not None:
                 out = generator.stdout.read() if generator.stdout else ""
-                sent.append(json.loads(out.split("RESULT ", 1)[1])["sent"])
+                generated.update(json.loads(out.split("RESULT ", 1)[1]))
+                sent.append(generated["sent"])
             return sent[0] if sent else None
 
         stamp_types: set[int] = set()
@@ -254,18 +296,32 @@ def measure(broker: str, driver: str, rate: int, seconds: float, warmup: float =
             worker.kill()
         changelog = f"{group}-counts-changelog"
         table_records = changelog_records(broker, changelog) if stateful else None
-        delete_topics(admin, [input_topic, output_topic, f"{group}-dlq", f"{group}-__leader", f"{group}-replies"]
+        delete_topics(admin, [input_topic, output_topic] + ([] if peer else [
+            f"{group}-dlq", f"{group}-__leader", f"{group}-replies", f"{group}-__cluster"])
                       + ([changelog] if stateful else []))
     start = min(row[0] for row in latencies) + min(warmup, seconds / 4) if latencies else 0.0
     measured = [row for row in latencies if row[0] >= start]
     kept = sorted(row[1] * 1000 for row in measured)
     if not kept:
+        shutil.rmtree(scratch, ignore_errors=True)
         return {"error": "no output records", "sent": sent[0], "received": len(latencies)}
-    return {"driver": driver, "rate": rate, "seconds": seconds, "sent": sent[0], "received": len(latencies),
-            "measured": len(kept), "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),
+    offered = generated["sent"] / generated["producing_s"]  # its flush at the end left out
+    receipts = [row[0] + row[1] for row in latencies]  # first to last receipt: a steady latency cancels out,
+    span = max(receipts) - min(receipts)  # a growing backlog (a framework behind its input) does not
+    output_rps = len(latencies) / span if span > 0 else 0.0
+    complete = len(latencies) >= sent[0]
+    if peer is None:
+        found = stages(measured, stages_file, stamp_types)
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+        found = {"error": "not measured: the stage breakdown times streamkit's worker only"}
+    return {"framework": peer or "streamkit", "driver": driver if peer is None else None, "group": group, "rate": rate,
+            "seconds": seconds, "sent": sent[0], "received": len(latencies), "measured": len(kept),
+            "offered_rps": offered, "output_rps": output_rps, "sustained": complete and output_rps >= 0.9 * offered,
+            "p50_ms": percentile(kept, 0.50), "p90_ms": percentile(kept, 0.90),
             "p99_ms": percentile(kept, 0.99), "p999_ms": percentile(kept, 0.999), "max_ms": kept[-1],
-            "complete": len(latencies) >= sent[0], "stateful": stateful, "changelog_records": table_records,
-            "harness_cpu_cores": cores, "stages": stages(measured, stages_file, stamp_types)}
+            "complete": complete, "stateful": stateful, "changelog_records": table_records,
+            "harness_cpu_cores": cores, "stages": found}
 
 
 def changelog_records(broker: str, topic: str) -> int:
@@ -358,6 +414,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--stateful", action="store_true",
                         help="the agent also counts orders per user in a table before sending each on")
+    parser.add_argument("--peer", choices=["quix"],
+                        help="Quix Streams as the worker (stateless), timed by the same generator and reader")
+    parser.add_argument("--peers-python", type=Path,
+                        help="the peers' interpreter for --peer (default: the harness's peers venv, created on first use)")
     parser.add_argument("--role", default="parent", choices=["parent", "worker", "generator"], help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -369,7 +429,15 @@ def main() -> None:
     elif args.role == "generator":
         generator_main(args)
     else:
-        print(json.dumps(measure(args.broker, args.driver, args.rate, args.seconds, stateful=args.stateful), indent=2))
+        if args.peer and args.stateful:
+            parser.error("--peer runs the stateless enrichment only: drop --stateful")
+        peers_python = args.peers_python
+        if args.peer and peers_python is None:
+            from run import ensure_peers_venv  # run.py imports this module: not at the top
+
+            peers_python = ensure_peers_venv(log=lambda line: print(line, file=sys.stderr))
+        print(json.dumps(measure(args.broker, args.driver, args.rate, args.seconds, stateful=args.stateful,
+                                 peer=args.peer, peers_python=peers_python), indent=2))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@
    peers on theirs (``--peer-records`` bounds the peers' share of the input, since faust runs at
    a few thousand records/s; rates stay comparable); and the joins, streamkit and Quix on the
    same ``--join-records`` (``join_runs.py``: a stream-table join, a windowed stream-stream join);
-4. measures end-to-end latency at half the stateless throughput it just measured
-   (``latency.py``), 2 worker processes against 1 (``scale_out.py``), and the stateful scenario
+4. measures end-to-end latency at a third and at half of the stateless throughput it just
+   measured (``latency.py``), and Quix Streams' at the same rates right after each (unless
+   ``--no-peers``), 2 worker processes against 1 (``scale_out.py``), and the stateful scenario
    over ``--state-keys`` distinct keys against its 1,000-key runs, with peak RSS
    (``state_size.py``), per driver;
 5. runs the recovery benchmarks: streamkit (``recovery.py``: a ``--recovery-keys`` changelog
@@ -172,6 +173,20 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
                     out[f"latency {driver}: {stage} {what} ms"] = lat["median_stages"][f"{stage}_{what}_ms"]
                 out[f"latency {driver}: {stage} mean ms in the p99 tail"] = lat["median_stages"][f"tail_{stage}_mean_ms"]
             out[f"latency {driver}: largest steal % of its runs"] = lat.get("max_steal_pct")
+        third = lat.get("third") or {}
+        if third.get("ok_runs"):
+            out[f"latency {driver} at {third['rate']:,} rec/s (a third): p50 ms"] = third["median_p50_ms"]
+            out[f"latency {driver} at {third['rate']:,} rec/s (a third): p99 ms"] = third["median_p99_ms"]
+        for load, ours in (("half", lat), ("third", third)):  # Quix at the same rate, in the same run
+            quix = (lat.get("quix") or {}).get(load) or {}
+            if quix.get("ok_runs"):
+                at = f"at {quix['rate']:,} rec/s ({load}"
+                out[f"latency quix {at}, beside {driver}): p50 ms"] = quix["median_p50_ms"]
+                out[f"latency quix {at}, beside {driver}): p99 ms"] = quix["median_p99_ms"]
+                if not quix["all_sustained"]:
+                    out[f"latency quix {at}) NOT SUSTAINED: rec/s out"] = quix["median_output_rps"]
+                if ours.get("ok_runs"):
+                    out[f"latency {driver} / quix p99 {at})"] = ours["median_p99_ms"] / quix["median_p99_ms"]
         scale = extras.get(f"scale-out-{driver}") or {}
         out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
         if scale.get("ok_runs"):
@@ -283,7 +298,8 @@ def main(argv: list[str]) -> int:
                              "more than this percentage of the machine's CPU during its run (shared VMs); the "
                              "stolen runs are kept in the JSON (stolen_runs), out of the medians")
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
-    parser.add_argument("--no-peers", action="store_true", help="skip faust-streaming and quixstreams")
+    parser.add_argument("--no-peers", action="store_true",
+                        help="skip faust-streaming and quixstreams (their scenarios and Quix's latency runs)")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="input duration of each latency run")
     parser.add_argument("--peer-recovery-faust-keys", type=int, default=200_000,
                         help="faust restores ~9k records/s: fewer keys keep its recovery runs short")
@@ -296,7 +312,8 @@ def main(argv: list[str]) -> int:
     extras_wanted = [s for s in scenarios if s in EXTRAS]
     scenarios = [s for s in scenarios if s not in EXTRAS]
     peers_python = None
-    if any(s.split("-")[0] in ("quix", "faust") for s in scenarios) or "peer-recovery" in extras_wanted:
+    if (any(s.split("-")[0] in ("quix", "faust") for s in scenarios) or "peer-recovery" in extras_wanted
+            or (not args.no_peers and any(e.startswith("latency") for e in extras_wanted))):  # Quix's latency
         peers_python = ensure_peers_venv()
     run_id = uuid.uuid4().hex[:8]
     input_topic = f"bench-in-{run_id}"
@@ -346,7 +363,7 @@ def main(argv: list[str]) -> int:
         for driver in ("confluent", "aiokafka"):
             stateless = (summary.get(f"streamkit-{driver}") or {}).get("median_rps")
             stateful = summary.get(f"streamkit-{driver}-stateful") or {}
-            for name, measure in ((f"latency-{driver}", lambda: run_latency(args, driver, stateless)),  # noqa: B023 - called within this same iteration
+            for name, measure in ((f"latency-{driver}", lambda: run_latency(args, driver, stateless, peers_python)),  # noqa: B023 - called within this same iteration
                                   (f"scale-out-{driver}", lambda: run_scale_out(args, driver, input_topic)),  # noqa: B023 - called within this same iteration
                                   (f"state-size-{driver}", lambda: run_state_size(args, driver, run_id, stateful,  # noqa: B023 - called within this same iteration
                                                                                   created))):

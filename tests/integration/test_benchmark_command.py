@@ -48,6 +48,12 @@ def test_benchmark_command_runs_end_to_end(broker_address, tmp_path):
     assert 0 <= latency["runs"][0]["steal_pct"] <= 100 and latency["stolen_runs"] == []  # latency says so too
     assert latency["max_steal_pct"] == latency["runs"][0]["steal_pct"]
     assert 0 < latency["median_p50_ms"] <= latency["median_p99_ms"]
+    # at a third of the stateless rate too; Quix's runs need the peers' venv: --no-peers says they were skipped
+    stateless = rates_of(result, "streamkit-confluent")
+    assert latency["rate"] == int(stateless / 2) and latency["third"]["rate"] == int(stateless / 3), latency
+    assert latency["third"]["ok_runs"] == 1 and 0 < latency["third"]["median_p50_ms"] <= latency["third"]["median_p99_ms"]
+    assert "--no-peers" in latency["quix"]["skipped"] and "vs_quix" not in latency, latency["quix"]
+    assert f"latency confluent at {latency['third']['rate']:,} rec/s (a third): p99 ms" in result["ratios"]
     # where the time went: the five stages of every measured record add up to its latency,
     # on a broker that stamps its append time (the dev broker does not: said, not made up)
     [run] = latency["runs"]
@@ -79,6 +85,34 @@ def test_latency_with_a_table_runs_and_keeps_the_table(broker_address):
     assert result["stateful"] and result["complete"] and result["measured"] > 0, result
     assert 0 < result["p50_ms"] <= result["p99_ms"], result
     assert result["changelog_records"] > 0, result  # the table's checkpoints wrote its changelog
+    from confluent_kafka.admin import AdminClient  # the run deletes every topic it and its worker made
+
+    topics = AdminClient({"bootstrap.servers": broker_address}).list_topics(timeout=10).topics
+    assert result["group"] and not [t for t in topics if result["group"].split("-")[1] in t], result["group"]
+
+
+PEERS_PYTHON = ROOT / "benchmarks" / ".peers-venv" / "bin" / "python"
+
+
+@pytest.mark.skipif(not PEERS_PYTHON.exists(), reason="needs the peers venv (benchmarks/.peers-venv, made by "
+                                                      "`python -m benchmarks run` without --no-peers; slow to install)")
+def test_latency_of_quix_is_timed_by_the_same_reader(broker_address):
+    """``latency.py --peer quix``: Quix Streams as the worker, the same generator and reader."""
+    proc = subprocess.run([sys.executable, "benchmarks/latency.py", "--broker", broker_address, "--peer", "quix",
+                           "--peers-python", str(PEERS_PYTHON), "--rate", "500", "--seconds", "3"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert result["framework"] == "quix" and result["complete"] and result["measured"] > 0, result
+    assert result["received"] == result["sent"] > 0 and 0 < result["p50_ms"] <= result["p99_ms"], result
+    assert 0 < result["output_rps"] and 0 < result["offered_rps"], result
+    assert "streamkit's worker only" in result["stages"]["error"], result["stages"]
+
+
+def test_latency_refuses_a_stateful_peer():
+    proc = subprocess.run([sys.executable, "benchmarks/latency.py", "--broker", "127.0.0.1:1", "--peer", "quix",
+                           "--stateful"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "drop --stateful" in proc.stderr, proc.stderr
 
 
 # On the dev broker the run is a few seconds and its group joins are slow and uneven, so the
