@@ -153,7 +153,7 @@ class TimeAligner:
             return 0.0
         consumer = runtime.consumer
         high = consumer.highwater(partner)
-        delivered = runtime.router.delivered.get(partner)
+        delivered = runtime.router.delivered_to(partner)
         if high is not None and (self.settled.get(partner) == high or (delivered is not None and high <= delivered)):
             return 0.0
         since, rounds = self.waiting_since.setdefault(partner, (now, runtime.fetch_rounds))
@@ -174,7 +174,7 @@ class TimeAligner:
             # the router: they are delivered once the consume loop has gone round since
             if runtime.fetch_rounds <= answer[2]:
                 return RECHECK
-            delivered = runtime.router.delivered.get(partner)
+            delivered = runtime.router.delivered_to(partner)
             if delivered is None or answer[1] - delivered <= 1:
                 self.settled[partner] = high
                 return 0.0

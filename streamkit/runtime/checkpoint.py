@@ -40,7 +40,7 @@ from .progress import processing
 from .router import Router
 
 if TYPE_CHECKING:
-    from .transactions import Task, TransactionalProducer
+    from .transactions import TransactionalProducer, TransactionUnit
 
 log = logging.getLogger("streamkit.checkpoint")
 
@@ -60,8 +60,7 @@ class Checkpoint:
         self.consumer = consumer
         self.producer = producer
         self._rewind = rewind
-        self.committed: dict[TP, int] = {}
-        self.released: dict[TP, int] = {}  # forget(): positions of partitions given up
+        self.partitions = router.partitions  # each one's committed and released offsets live there
         self.lock = asyncio.Lock()
         self.last_duration = 0.0
         self.observers: list[Any] = []  # called with each commit's duration (metrics)
@@ -79,21 +78,37 @@ class Checkpoint:
         """Step 1: contiguous progress per partition (by default only where it moved since the
         last commit; a fire-and-forget commit may have been lost, so revoke and stop re-send all).
         ``processed``: every partition's progress, already taken in this tick."""
+        partitions = self.partitions
         for tp in self.consumer.take_failed_commits():  # a lost fire-and-forget commit: send it again
-            self.committed.pop(tp, None)
+            partitions[tp].committed = None
         if processed is None:
             processed = self.processed(tps)
         elif tps is not None:
             processed = {tp: processed[tp] for tp in tps if tp in processed}
-        return {tp: offset for tp, offset in processed.items() if not changed_only or self.committed.get(tp) != offset}
+        if not changed_only:
+            return dict(processed)
+        return {tp: offset for tp, offset in processed.items() if partitions[tp].committed != offset}
+
+    @property
+    def committed(self) -> dict[TP, int]:
+        """The offsets this worker last committed, per owned partition (a copy: for reading)."""
+        return self.partitions.committed()
+
+    @property
+    def released(self) -> dict[TP, int]:
+        """Partitions given up: the progress they had then (for the marks of table changes still
+        to be flushed)."""
+        return self.partitions.released()
 
     def processed(self, tps: Iterable[TP] | None = None) -> dict[TP, int]:
         """Per partition, the offset below which every subscriber is done with every record."""
-        delivered = self.router.delivered
-        wanted = delivered if tps is None else {tp: delivered[tp] for tp in tps if tp in delivered}
+        states = self.partitions if tps is None else [s for s in map(self.partitions.get, tps) if s is not None]
         offsets: dict[TP, int] = {}
-        for tp, end in wanted.items():
-            offset = end
+        for state in states:
+            offset = state.delivered
+            if offset is None:
+                continue
+            tp = state.tp
             for subscriber in self.router.subscribers_of(tp.topic):
                 first = subscriber.first_unprocessed(tp)
                 if first is not None and first < offset:
@@ -208,7 +223,9 @@ class Checkpoint:
 
     def _committed(self, offsets: dict[TP, int], started: float) -> None:
         if offsets:
-            self.committed.update(offsets)
+            partitions = self.partitions
+            for tp, offset in offsets.items():
+                partitions[tp].committed = offset
             self.commits += 1
         self.last_duration = time.monotonic() - started
         for observe in self.observers:
@@ -218,13 +235,10 @@ class Checkpoint:
         """Released partitions: their last position stays known for the marks of table changes
         still to be flushed (the final checkpoint of a stopping worker; ``released`` joins the
         processed offsets in every at-least-once checkpoint's marks)."""
-        self.released.update(self.processed(tps))
-        for tp in tps:
-            self.committed.pop(tp, None)
-
-    def assigned(self, tps: Iterable[TP]) -> None:
-        for tp in tps:  # owned again: where it starts now is the committed offset, not where it was
-            self.released.pop(tp, None)
+        tps = list(tps)
+        processed = self.processed(tps)
+        for state in self.partitions.each(tps):
+            state.release(processed.get(state.tp))
 
 
 
@@ -232,7 +246,7 @@ class ExactlyOnceCheckpoint(Checkpoint):
     """Transactions instead of offset commits; see the module docstring."""
 
     def __init__(self, router: Router, consumer: Consumer, txns: "TransactionalProducer", *,
-                 rewind: Rewind, fenced: Callable[["Task"], Awaitable[None]]) -> None:
+                 rewind: Rewind, fenced: Callable[["TransactionUnit"], Awaitable[None]]) -> None:
         super().__init__(router, consumer, txns, rewind=rewind)
         self.txns = txns
         self._fenced = fenced
@@ -259,8 +273,8 @@ class ExactlyOnceCheckpoint(Checkpoint):
                     outcome, sent = await self._commit_units(offsets, changes, unsent)
                     failed = {task: exc for task, exc in outcome.items() if exc is not None}
                     for (participant, c), result in zip(changes, sent, strict=False):
-                        participant.apply(c, result, keep=lambda n, p: self.txns.task_of_table(n, p) not in failed)
-                    done = {tp: o for tp, o in offsets.items() if self.txns.task_of(tp) not in failed}
+                        participant.apply(c, result, keep=lambda n, p: self.txns.unit_of_table(n, p) not in failed)
+                    done = {tp: o for tp, o in offsets.items() if self.txns.unit_of(tp) not in failed}
                     self._committed(done, started)
                     for task, exc in failed.items():
                         await self._failed(task, exc)
@@ -297,7 +311,7 @@ class ExactlyOnceCheckpoint(Checkpoint):
 
     async def _commit_units(self, offsets: dict[TP, int], changes: list[tuple[Any, Any]],
                             unsent: BaseException | None = None
-                            ) -> tuple[dict["Task", BaseException | None], list[Any]]:
+                            ) -> tuple[dict["TransactionUnit", BaseException | None], list[Any]]:
         """Changelog records into each unit's transaction, then offsets and commit per unit."""
         sent: list[Any] = []
         try:
@@ -306,17 +320,17 @@ class ExactlyOnceCheckpoint(Checkpoint):
             for participant, c in changes:
                 sent.append(await participant.send(c, self.txns.producer_for))
         except Exception as exc:  # nothing of this checkpoint may commit without its changelog
-            failed: dict["Task", BaseException | None] = {t: exc for t in set(self.txns.units) | self.txns.dirty}
+            failed: dict["TransactionUnit", BaseException | None] = {t: exc for t in set(self.txns.units) | self.txns.dirty}
             return failed, [{} for _ in changes]
         group = self.consumer.group_metadata() if offsets else None
         return await self.txns.commit(offsets, group), sent
 
-    async def _failed(self, task: "Task", exc: BaseException) -> None:
+    async def _failed(self, task: "TransactionUnit", exc: BaseException) -> None:
         self.aborts += 1
         self.rollbacks += 1
         self.txns.rolled_back(task)  # sends held meanwhile by records of the unit: dropped
         for participant in self.participants:  # the stores hold the committed state
-            participant.discard(lambda n, p: self.txns.task_of_table(n, p) == task)
+            participant.discard(lambda n, p: self.txns.unit_of_table(n, p) == task)
         if not isinstance(exc, ProducerFenced):
             log.warning("transaction rolled back, its records will be processed again: %s", exc)
             try:
@@ -329,6 +343,6 @@ class ExactlyOnceCheckpoint(Checkpoint):
             except Exception as abort_exc:
                 log.warning("abort failed too (%r): dropping the partitions", abort_exc)
             else:
-                await self._rewind([tp for tp in self.router.reading() if self.txns.task_of(tp) == task])
+                await self._rewind([tp for tp in self.router.reading() if self.txns.unit_of(tp) == task])
                 return
         await self._fenced(task)

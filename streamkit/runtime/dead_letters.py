@@ -8,11 +8,12 @@ dropped without a log line; logs are rate-limited so a flood of bad records cann
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, Iterable
+from typing import Awaitable, Callable
 
 from ..errors import WorkerStopped
 from ..transport.base import TP, Message, Producer
 from .burst_log import BurstLog
+from .partitions import SourcePartition, SourcePartitions
 
 log = logging.getLogger("streamkit.errors")
 
@@ -99,8 +100,9 @@ class ErrorPolicy:
 
 
 class HeldDeadLetters:
-    """Exactly-once: the dead letters of records that failed to decode, held per partition until
-    a checkpoint commits an offset past their records.
+    """Exactly-once: the dead letters of records that failed to decode, held with their partition
+    (:class:`~streamkit.runtime.partitions.SourcePartition`) until a checkpoint commits an offset
+    past their records.
 
     A record fails to decode when its batch is delivered, ahead of the agent. Sent then, its dead
     letter joined the next transaction, whose offset stops at the first record the agent has not
@@ -108,30 +110,26 @@ class HeldDeadLetters:
     partition again from there (a rebalance's next owner, a rollback, a restart). Held letters of
     a partition that is rewound or given up are dropped with its queued records."""
 
-    def __init__(self) -> None:
-        self.by_partition: dict[TP, list[tuple[Message, DeadLetter]]] = {}
+    def __init__(self, partitions: SourcePartitions) -> None:
+        self.partitions = partitions
 
-    def add(self, tp: TP, message: Message, letter: DeadLetter) -> None:
-        self.by_partition.setdefault(tp, []).append((message, letter))
+    def add(self, partition: SourcePartition, message: Message, letter: DeadLetter) -> None:
+        partition.held_letters.append((message, letter))
 
     def due(self, offsets: dict[TP, int]) -> list[tuple[Message, DeadLetter]]:
         """Take the letters of records below ``offsets`` (per partition, in offset order)."""
         taken: list[tuple[Message, DeadLetter]] = []
-        for tp in [tp for tp in self.by_partition if tp in offsets]:
-            held, end = self.by_partition[tp], offsets[tp]
+        for tp, end in offsets.items():
+            state = self.partitions.get(tp)
+            if state is None or not state.held_letters:
+                continue
+            held = state.held_letters
             cut = 0
             while cut < len(held) and held[cut][0].offset < end:
                 cut += 1
             taken.extend(held[:cut])
-            if cut == len(held):
-                del self.by_partition[tp]
-            else:
-                self.by_partition[tp] = held[cut:]
+            del held[:cut]
         return taken
 
-    def forget(self, tps: Iterable[TP]) -> None:
-        for tp in tps:
-            self.by_partition.pop(tp, None)
-
     def __len__(self) -> int:
-        return sum(len(held) for held in self.by_partition.values())
+        return sum(len(state.held_letters) for state in self.partitions)

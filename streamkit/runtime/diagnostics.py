@@ -81,7 +81,7 @@ def flow_state(runtime: Any) -> list[str]:
     pauses = getattr(runtime.pauses, "reasons", {}) if runtime.pauses is not None else {}
     lines = [f"assigned: {sorted(runtime.assigned)}",
              f"paused: {({tp: sorted(why) for tp, why in pauses.items() if why})}",
-             f"revoking: {sorted(router.revoking)}; barrier closed: {router.barrier.closed}; "
+             f"revoking: {router.partitions.revoking()}; barrier closed: {router.barrier.closed}; "
              f"pending seeks: {dict(runtime.ownership.pending_seeks)}; rebalancing: {runtime.rebalancing}",
              f"delivered: {dict(sorted(router.delivered.items()))}",
              f"committed: {dict(sorted(checkpoint.committed.items())) if checkpoint is not None else None}"]

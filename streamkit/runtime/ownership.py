@@ -76,7 +76,6 @@ class PartitionOwnership:
         self.router = router
         self.assigned = assigned  # the runtime's set of owned partitions, kept up to date here
         self.failed = failed  # set once the worker halts: a halting worker reads no more
-        self.pending_seeks: dict[TP, int] = {}  # a rewind's targets, applied between fetches
         self._rebalance_lock = asyncio.Lock()  # assignment and revocation callbacks, one at a time
         self._rebalance_states: list[Any] | None = None  # sensors' on_rebalance_start results
         self.rebalancing = False  # Faust's app.rebalancing: from a revocation (or an assignment) to its end
@@ -127,11 +126,10 @@ class PartitionOwnership:
         # revoked) would take them back behind what their owner since committed: they start at
         # the offsets committed now instead (still a seek: what a fetch returns before it is
         # applied is dropped, and read again from there)
-        stale = {tp: self.pending_seeks.pop(tp) for tp in tps if tp in self.pending_seeks}
+        stale = self._runtime.tasks.partitions.take_seeks(tps)
+        for state in self._runtime.tasks.partitions.each(tps):
+            state.assigned()  # owned afresh, whatever cut a revocation short
         self.assigned.update(tps)
-        self.router.revoking.difference_update(tps)  # owned afresh, whatever cut a revocation short
-        if self._runtime.checkpoint is not None:
-            self._runtime.checkpoint.assigned(tps)
         self.is_leader = self._runtime.owns_leadership()
         log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
@@ -190,8 +188,8 @@ class PartitionOwnership:
         await self._announce_assignment()
         self._runtime.tasks.close(tps, "revoked")
         if self._runtime.txns is not None and self._runtime.txns.per_partition:
-            kept = {self._runtime.txns.task_of(tp) for tp in self.assigned}
-            await self._runtime.txns.close_units({self._runtime.txns.task_of(tp) for tp in tps} - kept)
+            kept = {self._runtime.txns.unit_of(tp) for tp in self.assigned}
+            await self._runtime.txns.close_units({self._runtime.txns.unit_of(tp) for tp in tps} - kept)
         self.is_leader = self._runtime.owns_leadership()
         if self._runtime.tables is not None and not self._runtime.stopping:
             await self._runtime.tables.rebalanced(self.assigned)
@@ -223,8 +221,20 @@ class PartitionOwnership:
         consumer = self._runtime.consumer
         assert consumer is not None
         committed = await retry_while_unreachable(lambda: consumer.committed(list(targets)), "committed offsets")
-        self.pending_seeks.update({tp: target if committed.get(tp) is None else committed[tp]
-                                   for tp, target in targets.items()})
+        self._seek_later({tp: target if committed.get(tp) is None else committed[tp]
+                          for tp, target in targets.items()})
+
+    def _seek_later(self, targets: dict[TP, int]) -> None:
+        """Seek before the next fetch (what a fetch in flight returns meanwhile is dropped)."""
+        partitions = self._runtime.tasks.partitions
+        for tp, offset in targets.items():
+            partitions.seek_later(tp, offset)
+
+    @property
+    def pending_seeks(self) -> dict[TP, int]:
+        """The seeks waiting for the consume loop (a copy: for reading)."""
+        partitions = self._runtime.tasks.partitions
+        return {tp: seek for tp in partitions.seeking if (seek := partitions[tp].pending_seek) is not None}
 
     async def wait_stable_offsets(self, tps: list[TP]) -> None:
         """Block until no transaction of a previous owner is pending on ``tps`` (a read_committed
@@ -245,35 +255,20 @@ class PartitionOwnership:
     async def apply_pending_seeks(self) -> None:
         """Seek the owned partitions of the pending seeks (the consume loop, between fetches)."""
         assert self._runtime.consumer is not None
-        seeks, self.pending_seeks = self.pending_seeks, {}
-        for tp, offset in seeks.items():
+        for tp, offset in self._runtime.tasks.partitions.take_seeks().items():
             if tp in self.assigned:
                 await self._runtime.consumer.seek(tp, offset)
-
-    def _rewind_positions(self, tps: list[TP]) -> dict[TP, int]:
-        """Where each of ``tps`` goes back to: the last committed offset, or, with none yet, the
-        first record delivered since the assignment; queued records of ``tps`` are dropped."""
-        assert self._runtime.checkpoint is not None
-        targets = {}
-        for tp in tps:
-            target = self._runtime.checkpoint.committed.get(tp, self.router.first_delivered.get(tp))
-            if target is not None:
-                targets[tp] = target
-        self.router.revoke(tps)
-        self.router.forget(tps)
-        self.router.rewound(tps)  # a batch of theirs being delivered right now is stale: not counted
-        return targets
 
     async def rewind(self, tps: list[TP]) -> None:
         """After a rolled-back checkpoint: read ``tps`` again from the last committed offsets.
         The consume loop seeks before its next fetch, dropping what a fetch in flight returns."""
-        self.pending_seeks.update(self._rewind_positions(tps))
+        self._seek_later(self.router.rewind(tps))
 
     async def fenced(self, task: Any) -> None:
         """A newer producer or group generation took over: stop writing, drop the partitions
         (tables recover again when they come back) and rejoin the group."""
         assert self._runtime.consumer is not None and self._runtime.checkpoint is not None
-        tps = sorted(tp for tp in self.assigned if self._runtime.txns.task_of(tp) == task)  # v2: every partition
+        tps = sorted(tp for tp in self.assigned if self._runtime.txns.unit_of(tp) == task)  # v2: every partition
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
         self._runtime.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
         assert self._runtime.pauses is not None
@@ -281,10 +276,10 @@ class PartitionOwnership:
         # Back to the last committed offsets, whatever the rejoin does: an incremental rebalance
         # may hand these partitions straight back without resetting their positions, and
         # reading on from there would skip the records of the aborted transaction.
-        self.pending_seeks.update(self._rewind_positions(tps))
+        self._seek_later(self.router.rewind(tps))
         self._runtime.checkpoint.forget(tps)
         if self._runtime.tables is not None:
-            self._runtime.tables.drop(lambda n, p: self._runtime.txns.task_of_table(n, p) == task)
+            self._runtime.tables.drop(lambda n, p: self._runtime.txns.unit_of_table(n, p) == task)
         await self._runtime.txns.reopen(task)
         self._runtime.consumer.rejoin()
 

@@ -9,47 +9,55 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..transport.base import TP
+from .partitions import SourcePartitions
 
 
 class PauseLedger:
-    """The reasons holding each paused partition; pauses and resumes the consumer accordingly."""
+    """The reasons holding each paused partition (kept with the partition's state); pauses and
+    resumes the consumer accordingly."""
 
-    def __init__(self, consumer: Any) -> None:
+    def __init__(self, consumer: Any, partitions: SourcePartitions) -> None:
         self.consumer = consumer
-        self.reasons: dict[TP, set[str]] = {}
+        self.partitions = partitions
 
     def hold(self, reason: str, tps: Iterable[TP]) -> None:
         newly = []
-        for tp in tps:
-            held = self.reasons.setdefault(tp, set())
-            if not held:
-                newly.append(tp)
-            held.add(reason)
+        for state in self.partitions.each(tps):
+            if not state.pause_reasons:
+                newly.append(state.tp)
+            state.pause_reasons.add(reason)
         if newly:
             self.consumer.pause(newly)
 
     def release(self, reason: str, tps: Iterable[TP]) -> None:
         freed = []
         for tp in tps:
-            held = self.reasons.get(tp)
-            if held is None or reason not in held:
+            state = self.partitions.get(tp)
+            if state is None or reason not in state.pause_reasons:
                 continue
-            held.discard(reason)
-            if not held:
-                del self.reasons[tp]
+            state.pause_reasons.discard(reason)
+            if not state.pause_reasons:
                 freed.append(tp)
         if freed:
             self.consumer.resume(freed)
 
     def release_all(self, reason: str) -> None:
         """``reason``'s every hold (its owner starts over)."""
-        self.release(reason, [tp for tp, held in self.reasons.items() if reason in held])
+        self.release(reason, [s.tp for s in self.partitions if reason in s.pause_reasons])
 
     def holds(self, reason: str, tp: TP) -> bool:
-        return reason in self.reasons.get(tp, ())
+        state = self.partitions.get(tp)
+        return state is not None and reason in state.pause_reasons
+
+    @property
+    def reasons(self) -> dict[TP, set[str]]:
+        """Each paused partition's reasons (a copy: for reading)."""
+        return self.partitions.paused()
 
     def forget(self, tps: Iterable[TP]) -> None:
         """A new assignment of ``tps`` reads from the start, unpaused (as every Kafka client does):
         the reasons of the old one are gone with it."""
         for tp in tps:
-            self.reasons.pop(tp, None)
+            state = self.partitions.get(tp)
+            if state is not None:
+                state.pause_reasons.clear()

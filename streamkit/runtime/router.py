@@ -9,6 +9,7 @@ from ..sensors import SensorDelegate
 from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .decoding import decode_batch
+from .partitions import SourcePartitions
 from .progress import Barrier, Batch, Event, Subscriber, processing
 
 
@@ -21,14 +22,11 @@ class Route:
 class Router:
     """topic name → subscribers; tracks how far each partition has been delivered."""
 
-    def __init__(self, errors: ErrorPolicy) -> None:
+    def __init__(self, errors: ErrorPolicy, partitions: SourcePartitions | None = None) -> None:
         self.errors = errors
         self.routes: dict[str, Route] = {}
-        self.delivered: dict[TP, int] = {}
-        self.first_delivered: dict[TP, int] = {}  # a rewind goes back here (set as a batch starts)
+        self.partitions = partitions if partitions is not None else SourcePartitions()  # the TaskManager's
         self.barrier = Barrier()
-        self._rewinds: dict[TP, int] = {}  # per partition: a batch whose delivery spans a rewind of it is not counted
-        self.revoking: set[TP] = set()  # revoked, not forgotten yet: nothing more is delivered
         self.held_letters: HeldDeadLetters | None = None  # exactly-once: the checkpoint sends them
         self.records_in = 0
         self.frozen = False  # set once the worker froze its topology: no new topic after that
@@ -55,11 +53,12 @@ class Router:
 
     async def deliver(self, tp: TP, messages: list[Message]) -> None:
         """Decode a batch and queue it for every subscriber; bad records go to the error policy."""
-        if not messages or tp in self.revoking:
+        state = self.partitions[tp]
+        if not messages or state.revoking:
             return
-        rewinds = self._rewinds.get(tp, 0)
-        if tp not in self.first_delivered:  # before the puts: one subscriber may process it while another's waits
-            self.first_delivered[tp] = messages[0].offset
+        rewinds = state.rewinds
+        if state.first_delivered is None:  # before the puts: one subscriber may process it while another's waits
+            state.first_delivered = messages[0].offset
         route = self.routes.get(tp.topic)
         if route is not None:
             subscribers = route.subscribers
@@ -72,7 +71,7 @@ class Router:
                 if held is not None:  # sent by the checkpoint whose offset passes the record
                     letter = await self.errors.decide("decode", message, exc)
                     if letter is not None:
-                        held.add(tp, message, letter)
+                        held.add(state, message, letter)
                     continue
                 token = processing.set(message)  # a producer that routes by record sees its source
                 try:
@@ -96,34 +95,52 @@ class Router:
                     given = events
                 else:
                     continue
-                if self._rewinds.get(tp, 0) != rewinds:
+                if state.rewinds != rewinds:
                     break
                 if sensors.active and subscriber.inbox.full():
                     sensors.call("on_topic_buffer_full", tp)
                 await subscriber.put(Batch(tp, given))
         self.records_in += len(messages)
-        if self._rewinds.get(tp, 0) != rewinds:  # rewound while this batch was queued: it was revoked, it comes again
+        if state.rewinds != rewinds:  # rewound while this batch was queued: it was revoked, it comes again
             return
-        self.delivered[tp] = messages[-1].offset + 1
+        state.delivered = messages[-1].offset + 1
+
+    @property
+    def delivered(self) -> dict[TP, int]:
+        """How far each partition was handed to every subscriber (a copy: for reading)."""
+        return self.partitions.delivered()
+
+    def delivered_to(self, tp: TP) -> int | None:
+        """How far ``tp`` was handed to every subscriber (None: nothing since its assignment)."""
+        state = self.partitions.get(tp)
+        return state.delivered if state is not None else None
 
     def reading(self) -> list[TP]:
         """Partitions with a batch delivered or being delivered since their assignment (or last
         rewind): those a roll-back sends back. Not only ``delivered``: that counts a batch once it
         is in every subscriber's inbox, and the first may have processed it by then."""
-        return sorted(self.first_delivered)
+        return self.partitions.reading()
 
-    def rewound(self, tps: Sequence[TP]) -> None:
-        """``tps`` go back to earlier offsets: a batch of theirs being delivered now is stale
-        (another partition's is not: nothing would read it again)."""
-        for tp in tps:
-            self._rewinds[tp] = self._rewinds.get(tp, 0) + 1
+    def rewind(self, tps: Sequence[TP]) -> dict[TP, int]:
+        """``tps`` go back to earlier offsets: their queued records are dropped, a batch of theirs
+        being delivered now is stale (another partition's is not: nothing would read it again).
+        Returns where each goes back to (the last commit, else the first record handed out)."""
+        self.revoke(tps)
+        self._forget_queued(tps)
+        targets = {}
+        for state in self.partitions.each(tps):
+            target = state.rewind()
+            if target is not None:
+                targets[state.tp] = target
+        return targets
 
     def revoke(self, tps: Sequence[TP]) -> None:
         """Stop the queued records of ``tps``, and deliver none of them until ``forget``: a
         client may still hand out records of a partition whose revocation is running, and a
         batch the streams took after the revoked ones would go on past the records the
         revocation stopped (its outputs committed, its offset not: processed twice)."""
-        self.revoking.update(tps)
+        for state in self.partitions.each(tps):
+            state.revoke()
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.revoke(tps)
@@ -135,12 +152,11 @@ class Router:
         return [e for r in self.routes.values() for s in r.subscribers for e in s.holding()]
 
     def forget(self, tps: Sequence[TP]) -> None:
-        for tp in tps:
-            self.delivered.pop(tp, None)
-            self.first_delivered.pop(tp, None)
-            self.revoking.discard(tp)
-        if self.held_letters is not None:
-            self.held_letters.forget(tps)
+        for state in self.partitions.each(tps):
+            state.forget()
+        self._forget_queued(tps)
+
+    def _forget_queued(self, tps: Sequence[TP]) -> None:
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.forget(tps)

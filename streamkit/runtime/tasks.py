@@ -12,6 +12,10 @@ else::
 records and committing; ``closed``: gone from this worker. ``/ready`` is true once every task
 is running (a stateless worker's tasks run as soon as they are assigned); ``/ready`` and
 ``/metrics`` report each restoring task's progress.
+
+The :class:`TaskManager` owns the state of every source partition (``partitions``: position,
+rewinds, revocation, commits, pauses, held dead letters; runtime/partitions.py): the router,
+the checkpoint, the pause ledger and the rebalance handler read and change it there.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from enum import StrEnum
 from typing import Iterable, Mapping, Sequence
 
 from ..transport.base import TP
+from .partitions import SourcePartition, SourcePartitions
 
 log = logging.getLogger("streamkit.tasks")
 
@@ -64,10 +69,17 @@ class Task:
 class TaskManager:
     """The worker's tasks, kept in step with its assignment and its tables' recovery."""
 
-    def __init__(self, group_topics: Iterable[str]) -> None:
+    def __init__(self, group_topics: Iterable[str], partitions: SourcePartitions | None = None) -> None:
         self.group_topics = frozenset(group_topics)  # the co-partitioned source topics
         self.tasks: dict[int, Task] = {}
         self.assigned_once = False
+        # every source partition's state (a topology's TaskManager takes over the one before it)
+        self.partitions = partitions if partitions is not None else SourcePartitions()
+
+    def partitions_of(self, number: int) -> list[SourcePartition]:
+        """Task ``number``'s source partitions, as this worker reads them."""
+        task = self.tasks.get(number)
+        return self.partitions.each(sorted(task.sources)) if task is not None else []
 
     def _numbers(self, tps: Iterable[TP]) -> dict[int, set[TP]]:
         out: dict[int, set[TP]] = {}

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamkit.transactions")
 
-Task = tuple[int, int]  # (partition count of the input topics, partition number)
-WORKER: Task = (0, 0)  # the one unit of EOS v2
+TransactionUnit = tuple[int, int]  # a transactional producer's share: (input partition count, partition number)
+WORKER: TransactionUnit = (0, 0)  # the one unit of EOS v2
 
 
 class TransactionalProducer(Producer):
@@ -40,31 +40,31 @@ class TransactionalProducer(Producer):
         self.per_partition = per_partition
         self.transactional_id = transactional_id
         self.partition_count = partition_count
-        self.units: dict[Task, Producer] = {}
+        self.units: dict[TransactionUnit, Producer] = {}
         # (source topic, partition) -> its unit and producer: a send's route without the partition
         # count and two lookups per record (EOS v1 only; cleared whenever ``units`` changes; the
         # partition counts are settled when the worker starts, before any record is read)
-        self._routes: dict[tuple[str, int], tuple[Task, Producer]] = {}
+        self._routes: dict[tuple[str, int], tuple[TransactionUnit, Producer]] = {}
         self.plain: Producer | None = None
-        self.dirty: set[Task] = set()
+        self.dirty: set[TransactionUnit] = set()
         self._open = asyncio.Event()
         self._in_flight = 0
         self.orphans_dropped = 0  # outputs of records whose task this worker gave up (EOS v1)
-        self.rollbacks: dict[Task, int] = {}  # transactions rolled back, per unit
+        self.rollbacks: dict[TransactionUnit, int] = {}  # transactions rolled back, per unit
         self.rolled_back_dropped = 0  # sends held through their record's rollback (see send)
 
-    def task_of(self, tp: TP) -> Task:
+    def unit_of(self, tp: TP) -> TransactionUnit:
         return (self.partition_count(tp.topic), tp.partition) if self.per_partition else WORKER
 
-    def rolled_back(self, task: Task) -> None:
+    def rolled_back(self, task: TransactionUnit) -> None:
         """The unit's transaction was rolled back and its partitions go back to their committed
         offsets (the checkpoint calls this before it lets sends through again)."""
         self.rollbacks[task] = self.rollbacks.get(task, 0) + 1
 
-    def task_of_table(self, partitions: int, number: int) -> Task:
+    def unit_of_table(self, partitions: int, number: int) -> TransactionUnit:
         return (partitions, number) if self.per_partition else WORKER
 
-    def task_id(self, task: Task) -> str:
+    def unit_transactional_id(self, task: TransactionUnit) -> str:
         return f"{self.app_id}-task-{task[1]}of{task[0]}"
 
     # -- life cycle -----------------------------------------------------------------------------
@@ -77,7 +77,7 @@ class TransactionalProducer(Producer):
             await self._open_unit(WORKER, self.transactional_id)
         self._open.set()
 
-    async def _open_unit(self, task: Task, transactional_id: str) -> None:
+    async def _open_unit(self, task: TransactionUnit, transactional_id: str) -> None:
         """Register the id (fencing any older producer that used it) and begin a transaction."""
         producer = self.driver.producer(transactional_id=transactional_id)
         await producer.start()
@@ -91,10 +91,10 @@ class TransactionalProducer(Producer):
         """EOS v1: a producer per newly owned task, created before any of its records is read."""
         if not self.per_partition:
             return
-        for task in sorted({self.task_of(tp) for tp in tps} - set(self.units)):
-            await self._open_unit(task, self.task_id(task))
+        for task in sorted({self.unit_of(tp) for tp in tps} - set(self.units)):
+            await self._open_unit(task, self.unit_transactional_id(task))
 
-    def _drop_unit(self, task: Task) -> Producer | None:
+    def _drop_unit(self, task: TransactionUnit) -> Producer | None:
         """Take the unit's producer out of every route at once (before the caller awaits its
         close: a send meanwhile must not find it in the memo)."""
         producer = self.units.pop(task, None)
@@ -102,14 +102,14 @@ class TransactionalProducer(Producer):
         self.dirty.discard(task)
         return producer
 
-    async def close_units(self, tasks: set[Task]) -> None:
+    async def close_units(self, tasks: set[TransactionUnit]) -> None:
         """Close the producers of tasks this worker gave up (their transactions are committed)."""
         for task in tasks:
             producer = self._drop_unit(task)
             if producer is not None:
                 await _close_quietly(producer, abort=True)
 
-    async def reopen(self, task: Task) -> None:
+    async def reopen(self, task: TransactionUnit) -> None:
         """After a fatal error (fenced): a new producer for the unit, when we still own it."""
         producer = self._drop_unit(task)
         if producer is not None:
@@ -117,7 +117,7 @@ class TransactionalProducer(Producer):
         if task == WORKER and not self.per_partition:
             await self._open_unit(WORKER, self.transactional_id)
 
-    async def renew(self, task: Task) -> None:
+    async def renew(self, task: TransactionUnit) -> None:
         """Roll the unit's transaction back by replacing its producer: the new one registers the
         same transactional id, which aborts what the old one left open and fences it. After a
         broker outage a client's own abort can leave it unable to produce (librdkafka waiting
@@ -142,7 +142,7 @@ class TransactionalProducer(Producer):
 
     # -- sending --------------------------------------------------------------------------------
 
-    def _route(self) -> tuple[Task | None, Producer | None]:
+    def _route(self) -> tuple[TransactionUnit | None, Producer | None]:
         """The unit a send joins; (None, None) drops it: the output of a record whose task this
         worker gave up (fenced, revoked) while the record was in flight. Its offset is never
         committed here, so the new owner processes the record again; sending it outside any
@@ -173,7 +173,7 @@ class TransactionalProducer(Producer):
                    track: bool = True) -> asyncio.Future[Any] | None:
         if not self._open.is_set():  # a transaction is committing; the next one opens shortly
             source = processing.get()
-            unit = self.task_of(source) if source is not None else None  # an Event, or a dead letter's Message
+            unit = self.unit_of(source) if source is not None else None  # an Event, or a dead letter's Message
             before = self.rollbacks.get(unit, 0) if unit is not None else 0
             await self._open.wait()
             if unit is not None and self.rollbacks.get(unit, 0) != before:
@@ -211,7 +211,7 @@ class TransactionalProducer(Producer):
 
     def producer_for(self, partitions: int, number: int) -> Producer:
         """Where a table partition's changelog records go: the transaction of its task."""
-        task = self.task_of_table(partitions, number)
+        task = self.unit_of_table(partitions, number)
         self.dirty.add(task)
         producer = self.units.get(task)
         if producer is None:  # a global table written from another task (documented limit of v1)
@@ -242,20 +242,20 @@ class TransactionalProducer(Producer):
 
     # -- committing -----------------------------------------------------------------------------
 
-    async def commit(self, offsets: dict[TP, int], group: Any) -> dict[Task, BaseException | None]:
+    async def commit(self, offsets: dict[TP, int], group: Any) -> dict[TransactionUnit, BaseException | None]:
         """Commit each unit that has offsets or sends; returns each unit's outcome (None = ok).
 
         A unit whose commit failed still has its transaction open (the caller aborts or drops it).
         """
-        by_unit: dict[Task, dict[TP, int]] = {}
+        by_unit: dict[TransactionUnit, dict[TP, int]] = {}
         for tp, offset in offsets.items():
-            by_unit.setdefault(self.task_of(tp), {})[tp] = offset
+            by_unit.setdefault(self.unit_of(tp), {})[tp] = offset
         if self.plain is not None:
             try:
                 await self.plain.flush()
             except Exception as exc:  # tied to no input offset: nothing to reprocess, say it loudly
                 log.error("records sent outside any transaction (timers, web views) were lost: %s", exc)
-        outcome: dict[Task, BaseException | None] = {}
+        outcome: dict[TransactionUnit, BaseException | None] = {}
         for task in sorted(set(by_unit) | self.dirty):
             producer = self.units.get(task)
             if producer is None:
@@ -274,7 +274,7 @@ class TransactionalProducer(Producer):
             self.dirty.discard(task)
         return outcome
 
-    async def abort(self, task: Task) -> None:
+    async def abort(self, task: TransactionUnit) -> None:
         """Roll the unit's open transaction back and begin a new one."""
         producer = self.units[task]
         self.dirty.discard(task)

@@ -59,7 +59,7 @@ class Runtime(Service):
         self.group_protocol: ProtocolChoice | None = None  # chosen at start (runtime/rebalancing.py)
         self.tasks = TaskManager(())  # replaced once the topology is frozen
         self.errors = ErrorPolicy(app.conf.error_policy, app.id, app.dlq_topic_name, lambda: self.producer, self.fail)
-        self.router = Router(self.errors)
+        self.router = Router(self.errors, self.tasks.partitions)
         self.router.sensors = app.sensors
         self.checkpoint: Checkpoint | None = None
         self.txns: Any = None  # the TransactionalProducer under exactly-once
@@ -157,16 +157,16 @@ class Runtime(Service):
         log.info("topology frozen: %d agent(s), %d table(s), reading %s", len(self.topology.agents),
                  len(self.topology.tables), ", ".join(self.topology.subscribed) or "nothing")
         log.debug("%s", self.topology.describe())
-        self.tasks = TaskManager(self.topology.copartitioned)
+        self.tasks = TaskManager(self.topology.copartitioned, self.tasks.partitions)
         self.group_protocol = await self._choose_group_protocol(self.topology)
         self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
-        self.pauses = PauseLedger(self.consumer)
+        self.pauses = PauseLedger(self.consumer, self.tasks.partitions)
         await self.consumer.start()
         if self.txns is not None:
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
                                                     rewind=self.ownership.rewind,
                                                     fenced=self.ownership.fenced)
-            self.router.held_letters = HeldDeadLetters()
+            self.router.held_letters = HeldDeadLetters(self.tasks.partitions)
         else:
             self.checkpoint = Checkpoint(self.router, self.consumer, self.producer, rewind=self.ownership.rewind)
         self.checkpoint.scheduled = self.app.scheduled_sends
@@ -278,19 +278,19 @@ class Runtime(Service):
     async def _consume_loop(self) -> None:
         assert self.consumer is not None and self.broker_watch is not None
         consumer, router, conf, assigned, watch = self.consumer, self.router, self.conf, self.assigned, self.broker_watch
-        ownership = self.ownership
+        ownership, seeking = self.ownership, self.tasks.partitions.seeking
         failing_since: float | None = None
         loop = asyncio.get_running_loop()
         self._subscribe()  # once: the topology is frozen, its topics exist
         while not self._stopping:
             try:
-                if ownership.pending_seeks:
+                if seeking:
                     await ownership.apply_pending_seeks()
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
                 if batches:
                     watch.activity()
                 for tp, messages in batches.items():
-                    if tp in ownership.pending_seeks:
+                    if tp in seeking:
                         continue  # asked for during this fetch (a rewind): read from the seek's target instead
                     # (any other partition's records are delivered: nothing would read them again)
                     # A batch fetched just before a rebalance may belong to a partition that is

@@ -9,8 +9,10 @@ import pytest
 
 from streamkit.joins import aligned
 from streamkit.joins.aligned import AlignmentCounters, TimeAligner
+from streamkit.runtime.partitions import SourcePartitions
 from streamkit.runtime.pauses import PauseLedger
 from streamkit.runtime.progress import Batch, Event
+from streamkit.runtime.router import Router
 from streamkit.transport.base import TP, Message
 
 LEFT, RIGHT = TP("lefts", 0), TP("rights", 0)
@@ -46,8 +48,9 @@ def batch(tp: TP, first: int, count: int, *, time_of=lambda offset: offset * 10)
 
 
 def aligner_over(consumer: RecordingConsumer) -> tuple[TimeAligner, AlignmentCounters, SimpleNamespace]:
-    runtime = SimpleNamespace(consumer=consumer, pauses=PauseLedger(consumer), assigned={LEFT, RIGHT},
-                              router=SimpleNamespace(delivered={}), fetch_rounds=0)
+    router = Router(None)  # type: ignore[arg-type]  # delivers nothing here: no error policy needed
+    runtime = SimpleNamespace(consumer=consumer, pauses=PauseLedger(consumer, router.partitions),
+                              assigned={LEFT, RIGHT}, router=router, fetch_rounds=0)
     counters = AlignmentCounters()
     return TimeAligner("lefts", "rights", runtime, counters, "join j"), counters, runtime
 
@@ -69,12 +72,12 @@ async def test_a_side_delivered_far_ahead_is_paused_and_waits_for_the_other_inst
     aligner, counters, runtime = aligner_over(consumer)
     for first in range(0, 300, 100):  # three fetches of the left side before any of the right
         aligner.add(batch(LEFT, first, 100))
-    runtime.router.delivered[LEFT] = 300
+    runtime.router.partitions[LEFT].delivered = 300
     assert consumer.calls == [("pause", [LEFT])] and counters.pauses == 1
     wait = await pick(aligner, now=0.0)
     assert isinstance(wait, float) and wait > 0  # it waits for the right side: nothing goes out unpaired
     aligner.add(batch(RIGHT, 0, 300, time_of=lambda offset: offset * 10 + 5))
-    runtime.router.delivered[RIGHT] = 300
+    runtime.router.partitions[RIGHT].delivered = 300
     order = []
     while len(order) < 600:
         picked = await aligner.pick(now=0.1)
@@ -98,7 +101,7 @@ async def test_a_wait_runs_out_only_after_the_worker_fetched_and_the_other_side_
     consumer = RecordingConsumer({RIGHT: 300})  # the right side has records the worker has not got
     aligner, counters, runtime = aligner_over(consumer)
     aligner.add(batch(LEFT, 0, 10))
-    runtime.router.delivered[LEFT] = 10
+    runtime.router.partitions[LEFT].delivered = 10
     assert isinstance(await aligner.pick(now=0.0), float)
     later = aligned.WAIT_CAP * 3
     wait = await aligner.pick(now=later)  # the clock ran on, the consumer did not fetch once
@@ -119,7 +122,7 @@ async def test_the_other_side_arriving_resets_the_wait():
     assert isinstance(await aligner.pick(now=0.0), float)
     runtime.fetch_rounds += aligned.WAIT_ROUNDS
     aligner.add(batch(RIGHT, 0, 1, time_of=lambda offset: 10_000))  # one right record, later than all
-    runtime.router.delivered[RIGHT] = 1
+    runtime.router.partitions[RIGHT].delivered = 1
     picked = await aligner.pick(now=aligned.WAIT_CAP / 2)
     assert isinstance(picked, tuple) and picked[0].tp == LEFT  # paired in time order, not by giving up
     assert counters.unaligned == 0
@@ -149,7 +152,7 @@ async def test_a_restarted_agents_stream_releases_the_pauses_its_predecessor_too
 
 def test_the_ledger_reads_a_partition_again_only_once_no_reason_holds_it():
     consumer = RecordingConsumer({})
-    ledger = PauseLedger(consumer)
+    ledger = PauseLedger(consumer, SourcePartitions())
     ledger.hold("recovery", [LEFT])
     ledger.hold("join j", [LEFT, RIGHT])
     assert consumer.calls == [("pause", [LEFT]), ("pause", [RIGHT])]
@@ -166,7 +169,7 @@ def test_the_ledger_reads_a_partition_again_only_once_no_reason_holds_it():
 @pytest.mark.parametrize("held_by", ["fencing", "recovery"])
 def test_a_resume_for_one_reason_leaves_the_others_pause(held_by):
     consumer = RecordingConsumer({})
-    ledger = PauseLedger(consumer)
+    ledger = PauseLedger(consumer, SourcePartitions())
     ledger.hold(held_by, [LEFT])
     ledger.hold("join j", [LEFT])
     ledger.release("join j", [LEFT])
@@ -191,11 +194,11 @@ async def test_a_side_whose_records_are_on_their_way_to_the_router_is_waited_for
     consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
     aligner, counters, runtime = aligner_over(consumer)
     aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
-    runtime.router.delivered[LEFT] = 10
+    runtime.router.partitions[LEFT].delivered = 10
     wait = await pick(aligner, now=0.0)
     assert isinstance(wait, float) and wait > 0, "the left went out before the right's records came"
     aligner.add(batch(RIGHT, 0, 125))  # the consume loop delivers them, and goes round
-    runtime.router.delivered[RIGHT] = 125
+    runtime.router.partitions[RIGHT].delivered = 125
     runtime.fetch_rounds += 1
     order = []
     while len(order) < 135:
@@ -212,7 +215,7 @@ async def test_a_side_at_its_end_with_nothing_to_deliver_is_caught_up_once_the_l
     consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
     aligner, counters, runtime = aligner_over(consumer)
     aligner.add(batch(LEFT, 0, 10))
-    runtime.router.delivered[LEFT] = 10
+    runtime.router.partitions[LEFT].delivered = 10
     assert isinstance(await aligner.pick(now=0.0), float)
     runtime.fetch_rounds += 1  # a fetch that brought nothing of the right side
     picked = await aligner.pick(now=0.1)
@@ -230,7 +233,7 @@ async def test_what_the_router_delivers_while_the_aligner_asks_the_consumer_is_l
 
     class DeliversWhileAsked(RecordingConsumer):
         async def position(self, tp: TP) -> int | None:
-            runtime.router.delivered[right1] = 174  # into the stream's inbox, not the aligner yet
+            runtime.router.partitions[right1].delivered = 174  # into the stream's inbox, not the aligner yet
             return 0  # the side asked about was not read yet
 
     consumer = DeliversWhileAsked({LEFT: 10, RIGHT: 125, left1: 10, right1: 174})
@@ -238,7 +241,7 @@ async def test_what_the_router_delivers_while_the_aligner_asks_the_consumer_is_l
     runtime.assigned |= {left1, right1}
     aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
     aligner.add(batch(left1, 0, 10, time_of=lambda offset: 10_000 + offset))
-    runtime.router.delivered.update({LEFT: 10, left1: 10})
+    runtime.router.partitions[LEFT].delivered = runtime.router.partitions[left1].delivered = 10
     wait = await aligner.pick(now=0.0)
     assert not isinstance(wait, tuple), f"{wait[0].tp} went out before the batch delivered meanwhile was looked at"
     aligner.add(batch(right1, 0, 174))  # the stream takes what its inbox holds, then picks again

@@ -150,7 +150,7 @@ async def test_a_failed_changelog_send_rolls_back_every_task_even_one_with_only_
         broker.append("in", b"x", source.value_codec.encode("nothing"), 1, None, None)
         await wait_for(lambda: sorted(seen) == ["count", "nothing"] and not runtime.router.holding(), 10,
                        message="both records processed")
-        successor = app.driver.producer(transactional_id=runtime.txns.task_id((2, 0)))
+        successor = app.driver.producer(transactional_id=runtime.txns.unit_transactional_id((2, 0)))
         await successor.init_transactions()  # fences task 0's producer
         with pytest.raises(TransactionAborted):
             await runtime.checkpoint.commit()

@@ -128,7 +128,7 @@ async def test_a_zombie_is_fenced_drops_its_partitions_and_rejoins(tmp_path, mod
         await wait_for(lambda: len(processed) == 200, 10)
         # A newer instance registers the same transactional id: ours becomes a zombie.
         task = WORKER if mode == "worker" else (PARTITIONS, 1)
-        tid = runtime.txns.transactional_id if mode == "worker" else runtime.txns.task_id(task)
+        tid = runtime.txns.transactional_id if mode == "worker" else runtime.txns.unit_transactional_id(task)
         successor = app.driver.producer(transactional_id=tid)
         await successor.init_transactions()
         rebalances = runtime.rebalances

@@ -62,7 +62,7 @@ async def test_task_transactional_ids_name_the_app_the_task_and_the_partition_co
     name = f"units-{uuid.uuid4().hex[:6]}"
     _, txns = await units(name, owned=[2])
     try:
-        assert txns.task_id((4, 2)) == f"{name}-task-2of4"
+        assert txns.unit_transactional_id((4, 2)) == f"{name}-task-2of4"
         assert sorted(txns.units) == [(4, 2)]
     finally:
         await txns.stop()
@@ -355,7 +355,7 @@ async def test_a_records_send_held_through_a_rolled_back_commit_is_dropped(per_p
     offset and sends it again. Sent, it was committed twice (Apache Kafka 4.1, exactly-once with a
     rebalance: 6 dead letters and an output doubled)."""
     driver, txns = await recorded_units([1, 2], per_partition=per_partition)
-    task = txns.task_of(TP("in", 1))
+    task = txns.unit_of(TP("in", 1))
     try:
         async with txns.sends_paused():
             with processing_record_of(TP("in", 1)):
