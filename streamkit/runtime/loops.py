@@ -73,3 +73,43 @@ def restarting(name: str, loop: Callable[[], Awaitable[Any]], *,
                 pause = min(pause * 2, most)
 
     return asyncio.create_task(supervised(), name=f"streamkit-{name.replace(' ', '-')}")
+
+
+class AdminLoop:
+    """A tidying loop (``restarting``) that talks to the broker through an admin client opened
+    when first needed; ``stop`` cancels the loop and closes the client. The repartition purge
+    and the pattern watch are two."""
+
+    name = "admin"
+
+    def __init__(self) -> None:
+        self._admin: Any = None  # transport.base.Admin, once opened
+        self._task: asyncio.Task[None] | None = None
+
+    def wanted(self) -> bool:
+        """Whether there is anything for the loop to do (else ``start`` starts nothing)."""
+        return True
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if self.wanted():
+            self._task = restarting(self.name, self._run)
+
+    async def admin(self, connect: Callable[[], Awaitable[Any]]) -> Any:
+        if self._admin is None:
+            self._admin = await connect()
+        return self._admin
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            try:
+                await admin.stop()
+            except Exception as exc:  # closing a client the worker no longer needs
+                log.debug("%s admin close: %r", self.name, exc)

@@ -14,49 +14,39 @@ import asyncio
 import logging
 from typing import Any, Callable, Iterable
 
-from ..transport.base import Admin, Driver
-from .loops import restarting
+from ..transport.base import Driver
+from .loops import AdminLoop
 
 log = logging.getLogger("streamkit.topics")
 
 CHECK_INTERVAL = 60.0  # seconds between two listings of the broker's topics
 
 
-class PatternWatch:
+class PatternWatch(AdminLoop):
     """Lists the broker's topics now and then; warns of matching topics this worker does not read."""
+
+    name = "pattern watch"
 
     def __init__(self, driver: Driver, bootstrap: str, connect_timeout: float, patterns: list[tuple[str, Any]],
                  own: Callable[[list[str]], Iterable[str]], interval: float | None = None) -> None:
+        super().__init__()
         self.driver, self.bootstrap, self.connect_timeout = driver, bootstrap, connect_timeout
         self.patterns = patterns  # (agent name, its pattern topic: .pattern, .members, .matching())
         self.own = own  # the app's own topics among a listing (never matched)
         self.interval = CHECK_INTERVAL if interval is None else interval
         self.unread: dict[str, str] = {}  # topic -> the agent whose pattern it matches
         self.listings = 0
-        self._admin: Admin | None = None
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if self.patterns and self.interval > 0:
-            self._task = restarting("pattern watch", self._run)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            await admin.stop()
+    def wanted(self) -> bool:
+        return bool(self.patterns) and self.interval > 0
 
     async def _run(self) -> None:
         from .topic_admin import connect_admin
 
         while True:
             await asyncio.sleep(self.interval)
-            if self._admin is None:
-                self._admin = await connect_admin(self.driver, self.bootstrap, self.connect_timeout)
-            self.check(list(await self._admin.describe_topics()))
+            admin = await self.admin(lambda: connect_admin(self.driver, self.bootstrap, self.connect_timeout))
+            self.check(list(await admin.describe_topics()))
 
     def check(self, names: list[str]) -> None:
         self.listings += 1

@@ -14,8 +14,8 @@ import asyncio
 import logging
 from typing import Any, Callable, Iterable
 
-from ..transport.base import TP, Admin, Consumer, Driver
-from .loops import restarting
+from ..transport.base import TP, Consumer, Driver
+from .loops import AdminLoop
 
 log = logging.getLogger("streamkit.purge")
 
@@ -30,11 +30,14 @@ def purged_topics(topics: Iterable[Any]) -> list[str]:
             and getattr(t, "config", {}).get("retention.ms") == REPARTITION_TOPIC_CONFIG["retention.ms"]]
 
 
-class RepartitionPurge:
+class RepartitionPurge(AdminLoop):
     """Deletes committed records of the assigned repartition partitions, one interval at a time."""
+
+    name = "repartition purge"
 
     def __init__(self, driver: Driver, consumer: Consumer, topics: Iterable[str],
                  assigned: Callable[[], Iterable[TP]], interval: float) -> None:
+        super().__init__()
         self.driver = driver
         self.consumer = consumer
         self.topics = frozenset(topics)
@@ -42,24 +45,9 @@ class RepartitionPurge:
         self.interval = interval
         self.purged: dict[TP, int] = {}  # the offset each partition was last purged below
         self.refusals = 0
-        self._admin: Admin | None = None
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        if self.topics and self.interval > 0:
-            self._task = restarting("repartition purge", self._run)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        if self._admin is not None:
-            admin, self._admin = self._admin, None
-            try:
-                await admin.stop()
-            except Exception as exc:  # closing a client the worker no longer needs
-                log.debug("purge admin close: %r", exc)
+    def wanted(self) -> bool:
+        return bool(self.topics) and self.interval > 0
 
     async def _run(self) -> None:
         wait = self.interval
@@ -87,11 +75,8 @@ class RepartitionPurge:
                if offset is not None and offset > self.purged.get(tp, 0)}
         if not due:
             return {}
-        if self._admin is None:
-            admin = self.driver.admin()
-            await admin.start()
-            self._admin = admin
-        refused = await self._admin.delete_records(due)
+        admin = await self.admin(self._connect)
+        refused = await admin.delete_records(due)
         if refused:
             self.refusals += 1
             level = logging.WARNING if self.refusals == 1 else logging.DEBUG
@@ -101,3 +86,8 @@ class RepartitionPurge:
         done = {tp: offset for tp, offset in due.items() if tp not in refused}
         self.purged.update(done)
         return done
+
+    async def _connect(self) -> Any:
+        admin = self.driver.admin()
+        await admin.start()
+        return admin
