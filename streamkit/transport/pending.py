@@ -34,42 +34,40 @@ def delivery_failed(failures: list[BaseException], topics: list[str] | None = No
 class PendingDeliveries:
     """Collects futures cheaply (one list append per send) and checks them once per flush."""
 
-    __slots__ = ("_futures", "_topics")
+    __slots__ = ("_queued",)
 
     def __init__(self) -> None:
-        self._futures: list[asyncio.Future[Any]] = []
-        self._topics: list[str] = []  # each future's topic, for the failure message
+        self._queued: list[tuple[asyncio.Future[Any], str]] = []  # each future with its topic (for the message)
 
     def add(self, fut: asyncio.Future[Any], topic: str = "") -> None:
-        self._futures.append(fut)
-        self._topics.append(topic)
+        self._queued.append((fut, topic))
 
     def __len__(self) -> int:
-        return len(self._futures)
+        return len(self._queued)
 
     async def settle(self) -> None:
         """Wait for every queued delivery and raise ``DeliveryFailed`` if any of them failed.
 
         Every future's outcome is read (a failure left unread would be logged by asyncio as
         "never retrieved" and, worse, forgotten); a cancelled wait leaves them for the next call.
+        Two settles may run at once (a flush beside the checkpoint): each takes exactly the
+        deliveries queued when it started, and leaves those queued meanwhile.
         """
-        count = len(self._futures)
-        if not count:
+        taken = self._queued[:]
+        if not taken:
             return
-        futures, topics = self._futures[:count], self._topics[:count]  # taken together, before any wait
-        unfinished = [f for f in futures if not f.done()]  # after a flush, usually none
+        unfinished = [f for f, _ in taken if not f.done()]  # after a flush, usually none
         if unfinished:
             await asyncio.wait(unfinished)
-        if len(self._futures) >= count and self._futures[count - 1] is futures[-1]:
-            self._futures = self._futures[count:]  # sends made while waiting stay for next time
-            self._topics = self._topics[count:]
-        else:  # another settle (a flush beside the checkpoint) took some of them while this one waited
-            taken = set(map(id, futures))
-            kept = [(f, t) for f, t in zip(self._futures, self._topics, strict=True) if id(f) not in taken]
-            self._futures, self._topics = [f for f, _ in kept], [t for _, t in kept]
+        queued = self._queued
+        if queued[:len(taken)] == taken:  # nobody else took any meanwhile: the usual case
+            del queued[:len(taken)]
+        else:
+            mine = set(map(id, taken))
+            self._queued = [pair for pair in queued if id(pair) not in mine]
         failures: list[BaseException] = []
         failed_topics: list[str] = []
-        for fut, topic in zip(futures, topics, strict=True):
+        for fut, topic in taken:
             if fut.cancelled():
                 failures.append(asyncio.CancelledError("a queued record was cancelled before delivery"))
                 failed_topics.append(topic)
@@ -83,8 +81,8 @@ class PendingDeliveries:
 
     def discard(self) -> None:
         """Forget the futures (an aborted transaction's records), reading their outcomes."""
-        futures, self._futures, self._topics = self._futures, [], []
-        for fut in futures:
+        queued, self._queued = self._queued, []
+        for fut, _ in queued:
             if fut.done() and not fut.cancelled():
                 fut.exception()
             elif not fut.done():
