@@ -14,7 +14,6 @@ KNOWN = [
     lambda m: m in {"streamkit.tables." + n for n in ("table", "windows", "sessions", "sliding", "window_api",
                                                        "task_keys")},
     lambda m: m in {"streamkit.agents." + n for n in ("agent", "functions", "columnar_body", "testing", "in_process")},
-    lambda m: m in {"streamkit.streams.stream", "streamkit.streams.fanout"},
 ]
 
 
