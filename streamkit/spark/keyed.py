@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 
-from ..agents.agent import group_key
+from ..agents.rekeying import group_key
 from ..errors import ConfigurationError, NoRetry
 from ..joins.tables import JoinedTable
 from ..runtime.progress import Event, Subscriber, processing

@@ -13,7 +13,6 @@ KNOWN = [
     lambda m: m == "streamkit.app" or m.startswith(("streamkit.cli.", "streamkit.spark.")),
     lambda m: m in {"streamkit.tables." + n for n in ("table", "windows", "sessions", "sliding", "window_api",
                                                        "task_keys")},
-    lambda m: m in {"streamkit.agents." + n for n in ("agent", "functions", "columnar_body", "testing", "in_process")},
 ]
 
 
