@@ -11,8 +11,6 @@ import grimp
 
 KNOWN = [
     lambda m: m == "streamkit.app" or m.startswith(("streamkit.cli.", "streamkit.spark.")),
-    lambda m: m in {"streamkit.tables." + n for n in ("table", "windows", "sessions", "sliding", "window_api",
-                                                       "task_keys")},
 ]
 
 
