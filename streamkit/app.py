@@ -138,9 +138,7 @@ class App:
     def command(self, *options: Any, name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Faust's ``@app.command(option(...))``: ``async def fn(self, **options)`` as a CLI command
         of this app (``python app.py fn``, ``streamkit -A app fn``; cli/app_commands.py)."""
-        from .cli.app_commands import declare
-
-        return declare(self, options, name)
+        return _runner("command")(self, options, name)
 
     def channel(self, *, name: str | None = None, key_type: Any = None, value_type: Any = None,
                 maxsize: int | None = None) -> Any:
@@ -557,12 +555,7 @@ class App:
     def spark(self) -> Any:
         """Run this app's agents and read its topics and tables on Spark (``streamkit[spark]``)."""
         if self._spark is None:
-            try:
-                from .spark.facade import SparkFacade
-            except ImportError as exc:
-                raise ConfigurationError(
-                    f"Spark support needs the spark extra: pip install 'streamkit[spark]' ({exc})") from None
-            self._spark = SparkFacade(self)
+            self._spark = _runner("spark")(self)  # spark/facade.py's SparkFacade
         return self._spark
 
     @property
@@ -672,9 +665,7 @@ class App:
 
     def main(self, argv: list[str] | None = None) -> None:
         """``if __name__ == "__main__": app.main()`` then ``python app.py worker``, as in Faust."""
-        from .cli.main import run_app_main
-
-        run_app_main(self, argv)
+        _runner("main")(self, argv)  # cli/main.py's run_app_main
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator["App"]:
@@ -684,6 +675,21 @@ class App:
             yield self
         finally:
             await self.stop()
+
+
+# The App hands over to what runs it besides its worker: the CLI (``app.main()``,
+# ``@app.command``) and Spark (``app.spark``). Those sit above this module and import it, so
+# streamkit/runners.py registers them here at ``import streamkit`` rather than this module
+# importing them back.
+RUNNERS: dict[str, Callable[..., Any]] = {}
+
+
+def _runner(name: str) -> Callable[..., Any]:
+    runner = RUNNERS.get(name)
+    if runner is None:
+        raise RuntimeError(f"app.{name}: nothing registered to run it; streamkit/runners.py registers the CLI and "
+                           "Spark hand-overs when the streamkit package is imported")
+    return runner
 
 
 def import_app(spec: str) -> App:

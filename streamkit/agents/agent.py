@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import operator
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NoReturn
 
 from ..errors import AgentFailed, ConfigurationError, exception_types, refuse_faust_options
@@ -21,6 +20,8 @@ from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record
 from .functions import batch_body
+from .rekeying import group_key
+from .rekeying import stream_of as _stream_of
 from .replies import HEADER_CORRELATION, HEADER_REPLY_TO
 from .restarts import RestartBudget
 from .supervision import supervise
@@ -446,32 +447,11 @@ def _checked_sinks(name: str, sink: Iterable[Any] | None) -> list[Any]:
     return sinks
 
 
-def group_key(key: Any, name: str | None) -> tuple[str, Callable[[Any], Any]]:
-    """``group_by``'s key: a field name, a Record field or a function (then ``name`` is needed);
-    the name the repartition topic takes, and the function giving a value's new key."""
-    if isinstance(key, str):
-        return key, operator.attrgetter(key)
-    if hasattr(key, "__get__") and hasattr(key, "__name__") and not callable(key):
-        return key.__name__, operator.attrgetter(key.__name__)  # Record.field
-    if callable(key):
-        if name is None:
-            raise ValueError("group_by with a function needs name=")
-        return name, key
-    raise TypeError(f"group_by key must be a field or a function, not {key!r}")
-
-
 def _topic_of(stream: Stream) -> "Topic":
     """The topic an agent's stream reads (group_by and through start from one)."""
     topic = stream.topic
     assert topic is not None, "an agent's stream reads a topic"
     return topic
-
-
-def _stream_of(source: Chainable) -> Stream:
-    """The agent's stream under ``source`` (itself, or the one a filter/map started from)."""
-    stream = source if isinstance(source, Stream) else getattr(source, "source", None)
-    assert isinstance(stream, Stream)
-    return stream
 
 
 _FAUST_SEND_OPTIONS = {

@@ -15,12 +15,12 @@ from ..runtime.progress import processing
 
 if TYPE_CHECKING:
     from ..streams.stream import Stream
-    from .agent import Agent
+    from .running import RunningAgent
 
 log = logging.getLogger("streamkit.agent")
 
 
-def columnar_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
+def columnar_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]]:
     """The agent's body: ``Stream.batch_in_hand`` at a time, acknowledged once its outputs are queued."""
     columnar = agent.columnar
     assert columnar is not None

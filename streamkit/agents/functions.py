@@ -16,13 +16,13 @@ from ..runtime.progress import Event
 
 if TYPE_CHECKING:
     from ..streams.stream import Stream
-    from .agent import Agent
+    from .running import RunningAgent
 
 # what a record left to await: (output, event, first sink still to serve, outputs after it)
 Stalled = tuple[Any, Event, int, Sequence[Any]]
 
 
-def _handler(agent: "Agent") -> Callable[[Event], "Stalled | None"]:
+def _handler(agent: "RunningAgent") -> Callable[[Event], "Stalled | None"]:
     """``event -> None`` once its outputs are all queued, else what is left to await."""
     emit_now = agent._emit_now  # noqa: SLF001 - the agent's run loop, kept beside Agent
     fold = agent.fold
@@ -67,7 +67,7 @@ def _handler(agent: "Agent") -> Callable[[Event], "Stalled | None"]:
     return handle_fold
 
 
-def batch_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
+def batch_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]]:
     """The worker's body for a plain-function or fold agent (``Agent.fun`` stays the per-record
     generator for the test context and Spark, which run the same function)."""
     handle = _handler(agent)

@@ -18,10 +18,10 @@ from ..runtime.progress import Batch, Event, Subscriber, processing
 from ..streams.stream import Chainable, Stream
 from ..transport.base import TP, Message
 from ..transport.partitioner import partition_for_key
-from .agent import _stream_of, group_key
+from .rekeying import group_key, stream_of
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .running import RunningAgent
 
 KeyOf = Callable[[Event, Any], Any]
 
@@ -29,7 +29,7 @@ KeyOf = Callable[[Event, Any], Any]
 class InProcessOwner:
     """The owner of a test context's streams (module docstring); ``Stream`` registers with it."""
 
-    def __init__(self, agent: "Agent", partitions: int, on_failure: Callable[[BaseException], None]) -> None:
+    def __init__(self, agent: "RunningAgent", partitions: int, on_failure: Callable[[BaseException], None]) -> None:
         self.agent = agent
         self.app = agent.app
         self.name = agent.name
@@ -65,7 +65,7 @@ class InProcessOwner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _forwarding(self, source: Chainable, name: str, key_of: KeyOf, key_codec: Any, partitions: int) -> Stream:
-        base = _stream_of(source)
+        base = stream_of(source)
         existing = self._derived.get((name, id(base)))
         if existing is not None:  # the same pipeline asked for again
             return existing

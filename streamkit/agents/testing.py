@@ -38,11 +38,11 @@ from ..transport.partitioner import partition_for_key
 from .in_process import InProcessOwner
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .running import RunningAgent
 
 
 class AgentTestContext:
-    def __init__(self, agent: "Agent") -> None:
+    def __init__(self, agent: "RunningAgent") -> None:
         self.agent = agent
         self.results: dict[int, Any] = {}
         self._offset = 0

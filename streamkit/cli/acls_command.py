@@ -7,10 +7,10 @@ import sys
 import click
 
 from .acls import app_acls, kafka_acls_lines
-from .main import Misuse, app_option, cli, load_app, run
+from .common import Misuse, app_option, load_app, run
 
 
-@cli.command()
+@click.command()
 @app_option
 @click.option("--principal", default=None,
               help="Who the worker authenticates as (default: User:<sasl_username>; mTLS: User:CN=...).")

@@ -42,7 +42,7 @@ def declare(app: "App", options: tuple[Callable[[Any], Any], ...], name: str | N
         doc = (inspect.getdoc(fun) or "").strip()
 
         def callback(**kwargs: Any) -> None:
-            from .main import run
+            from .common import run
 
             async def go() -> None:
                 try:
@@ -78,6 +78,6 @@ class CommandsOfTheApp(click.Group):
         spec = ctx.params.get("app_spec") or (ctx.obj or {}).get("streamkit.app_spec")
         if not spec:
             return {}
-        from .main import load_app
+        from .common import load_app
 
         return dict(load_app(spec).commands)

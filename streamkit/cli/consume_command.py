@@ -14,11 +14,11 @@ from typing import Any
 import click
 
 from ..transport.topic_reading import isolation, read_records
-from .main import Misuse, _admin_driver, cli, load_app, partitions_on_broker, run, with_topic_source
+from .common import Misuse, _admin_driver, load_app, partitions_on_broker, run, with_topic_source
 from .record_view import RecordView
 
 
-@cli.command()
+@click.command()
 @click.argument("topic")
 @with_topic_source
 @click.option("--from-beginning", is_flag=True, help="Start at each partition's first record (default: its end).")
@@ -84,5 +84,3 @@ def _declared(app_spec: str | None, topic: str) -> Any:
         click.echo(f"streamkit: {topic!r} is not a topic of app {app.id!r}: showing it raw", err=True)
     return known.get(topic)
 
-
-cli.add_command(consume, "tail")

@@ -18,7 +18,7 @@ import click
 from ..runtime import dead_letters as dl
 from ..transport.base import Message
 from ..transport.topic_reading import isolation, read_records
-from .main import Misuse, _admin_driver, app_option, cli, load_app, partitions_on_broker, run
+from .common import Misuse, _admin_driver, app_option, load_app, partitions_on_broker, run
 
 HEADER_REPLAY_OF = "streamkit-replay-of"
 DEAD_LETTER_HEADERS = {dl.HEADER_ERROR, dl.HEADER_ERROR_TYPE, dl.HEADER_STAGE, dl.HEADER_TOPIC, dl.HEADER_PARTITION,
@@ -68,7 +68,7 @@ def describe(message: Message) -> str:
             f"{header(message, dl.HEADER_ERROR_TYPE)}: {header(message, dl.HEADER_ERROR)}")
 
 
-@cli.group()
+@click.group()
 def dlq() -> None:
     """Work with the app's dead-letter topic."""
 

@@ -16,10 +16,10 @@ import click
 
 from ..transport.base import TP
 from ..transport.topic_reading import isolation, log_ends
-from .main import Misuse, _admin_driver, cli, load_app, run, with_topic_source
+from .common import Misuse, _admin_driver, load_app, run, with_topic_source
 
 
-@cli.command()
+@click.command()
 @with_topic_source
 @click.option("--group", default=None, help="The consumer group (default with -A: the app's, its id).")
 def groups(app_spec: str | None, broker: str | None, driver: str | None, group: str | None) -> None:

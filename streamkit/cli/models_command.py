@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .main import app_option, cli, load_app
+from .common import app_option, load_app
 
 if typing.TYPE_CHECKING:
     from ..models.record import Record
@@ -24,7 +24,7 @@ def _type_name(hint: Any) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
-@cli.command()
+@click.command()
 @app_option
 def models(app_spec: str) -> None:
     """List the Records the app's modules declare: namespace, then the class's first doc line."""
@@ -34,7 +34,7 @@ def models(app_spec: str) -> None:
         click.echo(f"{namespace}\t{doc[0] if doc and not doc[0].startswith(cls.__name__ + '(') else ''}".rstrip())
 
 
-@cli.command()
+@click.command()
 @app_option
 @click.argument("name")
 def model(app_spec: str, name: str) -> None:

@@ -37,7 +37,7 @@ def spark(app_spec: str, agents: tuple[str, ...], checkpoint: str, master: str, 
 
     Several agents (a backfill of every agent of a topic, before a worker takes over) run one
     after the other in one Spark session, so the JVM starts once."""
-    from .main import load_app, setup_logging
+    from .common import load_app, setup_logging
 
     if len(agents) > 1 and not available_now:
         click.echo("streamkit: several agents need --available-now: continuous queries run side by side would "

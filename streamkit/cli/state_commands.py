@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from .main import app_option, cli, load_app, run
+from .common import app_option, load_app, run
 
 
 def _running_slots(base: Path) -> list[str]:
@@ -52,7 +52,7 @@ async def internal_topics(app: Any) -> list[str]:
     return app.derived_topics(t for agent in topology.agents for t in (*agent.reads, *agent.writes))
 
 
-@cli.command()
+@click.command()
 @app_option
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def reset(app_spec: str, yes: bool) -> None:
@@ -93,7 +93,7 @@ def reset(app_spec: str, yes: bool) -> None:
     click.echo(f"reset {app.id!r}: group, {len(topics)} internal topic(s) and local state deleted")
 
 
-@cli.command("clean-versions")
+@click.command("clean-versions")
 @app_option
 def clean_versions(app_spec: str) -> None:
     """Delete this machine's table stores of the app's other versions."""

@@ -8,10 +8,10 @@ import click
 
 from ..transport.base import TP
 from ..transport.topic_reading import isolation, log_ends
-from .main import Misuse, _admin_driver, load_app, run, topics, with_topic_source
+from .common import Misuse, _admin_driver, load_app, run, with_topic_source
 
 
-@topics.command("describe")
+@click.command("describe")
 @click.argument("name")
 @with_topic_source
 @click.option("--all-configs", is_flag=True, help="Also show the configs the topic takes from the broker's defaults.")
@@ -68,7 +68,7 @@ def topics_describe(name: str, app_spec: str | None, broker: str | None, driver:
             click.echo(f"  {key}={configs[key]}")
 
 
-@topics.command("delete")
+@click.command("delete")
 @click.argument("names", nargs=-1, required=True)
 @with_topic_source
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")

@@ -3,7 +3,7 @@ the exactly-once Kafka sink, and agents and keyed folds as Structured Streaming 
 
 Reached through ``app.spark`` (see ``facade.py``); importing this package needs pyspark.
 """
-from .agents import SparkUnsupported
+from ..errors import SparkUnsupported
 from .facade import SparkFacade
 from .session import spark_session
 

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError, SparkUnsupported
 from ..transport.security import confluent_common
 from . import rows
-from .agents import AgentTask, check_runnable, fold_processor, is_keyed
+from .agents import AgentTask, fold_processor
 from .apps import spec_of
+from .checks import check_runnable, is_keyed
 from .session import spark_session
 from .shipping import check_executors, forwarded_environment, is_local, ship
 

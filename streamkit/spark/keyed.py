@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pyarrow as pa
 
-from ..agents.agent import group_key
+from ..agents.rekeying import group_key
 from ..errors import ConfigurationError, NoRetry
 from ..joins.tables import JoinedTable
 from ..runtime.progress import Event, Subscriber, processing
@@ -36,7 +36,7 @@ from ..tables.table import Table, TablePartition
 from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
-from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of
+from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of, window_join_of
 from .collector import task_ended, task_started
 from .references import referenced
 from .row_access import named_rows
@@ -151,8 +151,6 @@ def plan(agent: "Agent") -> KeyedPlan:
                                  f"record ({type(exc).__name__}: {exc}); on Spark a group_by must be called on the "
                                  "agent's own stream (not after filter/map)") from None
     tables = tables_of(agent)
-    from .partitioned import window_join_of
-
     join = window_join_of(agent)
     if join is not None:  # its buffer is the partition's state (spark/partitioned.py)
         if stream.grouped is not None:

@@ -37,7 +37,7 @@ from ..tables.window_api import WindowWrapper
 from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
-from .agents import BEFORE_ANY_RECORD, AgentRun, drive
+from .agents import BEFORE_ANY_RECORD, AgentRun, drive, window_join_of
 from .collector import task_ended, task_started
 from .keyed import DEAD, RekeyTask, _KeyedStream, plan, tables_of
 from .references import referenced
@@ -46,17 +46,8 @@ from .task_errors import task_failed
 
 if TYPE_CHECKING:
     from ..agents.agent import Agent
-    from ..joins.windowed import WindowJoin
 
 HOME = "home"
-
-
-def window_join_of(agent: "Agent") -> "WindowJoin | None":
-    """The windowed stream-stream join the agent reads (``left.join(right, within=...)``), if any:
-    its buffer and stream time are partition state, as a windowed table's."""
-    from ..joins.windowed import WindowJoin
-
-    return agent.topic if isinstance(agent.topic, WindowJoin) else None
 
 
 def windowed_tables(agent: "Agent") -> list[Table]:

@@ -1,5 +1,5 @@
-"""``stream.tee(n)`` and ``stream.combine(*streams)``: one agent's records through several
-branches, and several streams as one.
+"""``stream.tee(n)``: one agent's records through several branches (``combine``, several
+streams as one, is in chain.py with the other operators).
 
 tee: the branches share the source stream's records; each gets every record, in order. The
 source holds a record (as ``noack()`` does) until every branch asked for the one after it, so
@@ -7,26 +7,37 @@ a checkpoint never commits past a record some branch has not finished. A branch 
 ``MAX_LAG`` records ahead of the slowest waits for it (memory stays bounded): every branch must
 be iterated, concurrently (``combine`` them, or iterate one in a task of the agent).
 
-combine: values of all its inputs as they come. Each input is asked for its next value only
-after the previous one it gave was handled, so each record is acked in its own stream when it
-is done, as without combine.
+The source is the agent's Stream (stream.py, which imports this module for ``tee()``): here it
+is the TeeSource protocol, the four things a tee uses of it.
 """
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Protocol
 
 from ..runtime.progress import Event, processing
-from .stream import Chainable, Derived, Stream  # stream.py imports this module when it is used
+from .chain import Chainable, Derived
 
 MAX_LAG = 1000  # records a branch may run ahead of the slowest one
+
+
+class TeeSource(Protocol):
+    """What a tee uses of its source, the agent's Stream."""
+
+    _hold: bool
+
+    async def _past_barrier(self) -> None: ...
+
+    async def next_event(self) -> Event | None: ...
+
+    def ack(self, event: Event) -> bool: ...
 
 
 class Tee:
     """The shared state of ``n`` branches over one source stream."""
 
-    def __init__(self, source: Stream, n: int) -> None:
+    def __init__(self, source: TeeSource, n: int) -> None:
         self.source = source
         source._hold = True  # records are acked here, once every branch is past them  # noqa: SLF001 - a fan-out acks its source's records itself
         self.events: deque[Event] = deque()
@@ -73,7 +84,7 @@ class Tee:
             self.moved = asyncio.Event()
 
 
-def branches(source: Stream, n: int) -> tuple[TeeBranch, ...]:
+def branches(source: TeeSource, n: int) -> tuple[TeeBranch, ...]:
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"stream.tee({n!r}): the number of branches must be an int of at least 1")
     tee = Tee(source, n)
@@ -115,58 +126,3 @@ class TeeBranch(Chainable):
 
     def _fresh(self) -> AsyncIterator[Any]:
         return self._values()
-
-
-
-
-def combine(first: Any, others: Iterable[Any]) -> Any:
-    """The Derived stream of ``first`` and ``others``' values, as they come."""
-    inputs = [first, *others]
-    owner = _owner_of(first)
-    for other in inputs[1:]:
-        if not hasattr(other, "__aiter__"):
-            raise TypeError(f"stream.combine({other!r}): combine takes streams (tee branches, filter/map results, "
-                            "app.stream(iterable)); a table is joined with stream.join(table)")
-        theirs = _owner_of(other)
-        if isinstance(other, Stream) and theirs is not None and theirs is not owner:
-            raise TypeError(f"stream.combine(): {other!r} is the stream of agent {theirs.name}, which iterates it; "
-                            "to read several topics in one agent, give it app.topic('a', 'b') (or a pattern)")
-
-    def fresh(s: Any) -> AsyncIterator[Any]:
-        return s._fresh() if isinstance(s, Chainable) else s.__aiter__()  # noqa: SLF001 - a fan-out reads its branches' own cursors
-
-    source = first if isinstance(first, Stream) else getattr(first, "source", None)
-    return Derived(source, merge([s.__aiter__() for s in inputs]), lambda: merge([fresh(s) for s in inputs]))
-
-
-def _owner_of(stream: Any) -> Any:
-    base = stream if isinstance(stream, Stream) else getattr(stream, "source", None)
-    return getattr(base, "owner", None)
-
-
-async def _next(iterator: AsyncIterator[Any]) -> tuple[Any, Event | None]:
-    """The next value and the record it came from (set where the input ran: another task)."""
-    value = await iterator.__anext__()
-    return value, processing.get()
-
-
-async def merge(iterators: list[AsyncIterator[Any]]) -> AsyncIterator[Any]:
-    """Values of all ``iterators`` as they come; each is asked again once its value was handled."""
-    pending: dict[asyncio.Future, AsyncIterator[Any]] = {asyncio.ensure_future(_next(it)): it for it in iterators}
-    try:
-        while pending:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for future in sorted(done, key=lambda f: iterators.index(pending[f])):  # stable among simultaneous ones
-                iterator = pending.pop(future)
-                try:
-                    value, event = future.result()
-                except StopAsyncIteration:
-                    continue
-                processing.set(event)
-                yield value
-                pending[asyncio.ensure_future(_next(iterator))] = iterator
-    finally:
-        for future in pending:
-            future.cancel()
-        if pending:
-            await asyncio.wait(pending)

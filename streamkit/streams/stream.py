@@ -7,13 +7,14 @@ before committing. Records taken but unfinished when an agent crashes are handed
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Generic, TypeVar
 
 from ..runtime.progress import Batch, Event, Subscriber, processing
 from ..sensors import NO_SENSORS
 from ..transport.base import TP
+from .chain import Chainable, Derived, Rebuild, current_event
+from .fanout import branches
 
 if TYPE_CHECKING:
     from ..topics import Topic
@@ -49,129 +50,7 @@ async def _get_within(queue: asyncio.Queue, timeout: float) -> Any:
     return None if getter.cancelled() else getter.result()
 
 
-def current_event() -> Event | None:
-    """The record the calling agent is processing (its key, headers, offset...)."""
-    return processing.get()
-
-
 T = TypeVar("T")
-
-
-class Chainable:
-    """Operators that give a new stream of values, the same on a Stream and on what they return."""
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        raise NotImplementedError
-
-    def _derive(self, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> "Derived":
-        raise NotImplementedError
-
-    def _fresh(self) -> AsyncIterator[Any]:
-        """A new iterator over the same values, its operators run anew (a forwarder's restart:
-        an async generator that raised is over)."""
-        raise NotImplementedError
-
-    def _chain(self, step: Callable[[AsyncIterator[Any]], AsyncIterator[Any]]) -> "Derived":
-        """The Derived of ``step`` over this stream, able to build its pipeline again."""
-        return self._derive(step(self), lambda: step(self._fresh()))  # type: ignore[arg-type]
-
-    def filter(self, predicate: Callable[[Any], Any]) -> "Derived":
-        """Keep values for which ``predicate`` (sync or async) is true; others count as done."""
-        is_async = inspect.iscoroutinefunction(predicate)
-
-        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-            async for value in upstream:
-                if (await predicate(value)) if is_async else predicate(value):
-                    yield value
-
-        return self._chain(run)
-
-    def map(self, fn: Callable[[Any], Any] | Callable[[Any], Awaitable[Any]]) -> "Derived":
-        """Transform each value with ``fn`` (sync or async)."""
-        is_async = inspect.iscoroutinefunction(fn)
-
-        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-            async for value in upstream:
-                yield (await fn(value)) if is_async else fn(value)
-
-        derived = self._chain(run)
-        derived.mapped = True
-        return derived
-
-    def enumerate(self, start: int = 0) -> "Derived":
-        """``(index, value)`` pairs, as Python's enumerate (Faust's)."""
-        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-            i = start
-            async for value in upstream:
-                yield i, value
-                i += 1
-
-        derived = self._chain(run)
-        derived.mapped = True
-        return derived
-
-    def join(self, table: Any, *, on: Any = None, how: str = "inner", as_of: bool = False) -> "Derived":
-        """``(value, table value)`` per record: the table's value for the record's key, or for
-        ``on`` (a field or function of the value; a partitioned table then repartitions the
-        stream by it). ``how="left"`` keeps records the table lacks (None); ``as_of=True`` reads
-        the value valid at the record's time from a table declared with ``history=``.
-        Windowed stream-stream joins are declared on topics: ``left.join(right, within=...)``."""
-        from ..topics import Topic
-
-        if isinstance(table, Topic):
-            raise TypeError(f"a stream-stream join is declared on the topics, as the agent's input: "
-                            f"@app.agent(left_topic.join({table.name!r} topic, within=timedelta(...))), whose stream "
-                            "gives (left, right) pairs")
-        app = getattr(table, "app", None)
-        if app is None:
-            raise TypeError(f"stream.join() takes a Table or GlobalTable (app.Table(...)), not {table!r}; Faust's "
-                            "join(*fields) never ran there (NotImplementedError): docs/joins.md shows each join")
-        return app.join_stream(self, table, on=on, how=how, as_of=as_of)  # joins/ sits above streams
-
-    def echo(self, *channels: Any) -> "Derived":
-        """Forward every value, with its record's key, to each of ``channels`` (topics or agents),
-        then give it out (Faust's)."""
-        topics = [getattr(channel, "topic", channel) for channel in channels]
-
-        async def run(upstream: AsyncIterator[Any]) -> AsyncIterator[Any]:
-            async for value in upstream:
-                event = current_event()
-                key = event.key if event is not None else None
-                for topic in topics:
-                    await topic.send_soon(key=key, value=value)
-                yield value
-
-        return self._chain(run)
-
-    def combine(self, *streams: Any) -> "Derived":
-        """Values of this stream and ``streams`` as they come (tee branches, filter/map results,
-        ``app.stream(iterable)``); each record is acked in its own stream (streams/fanout.py)."""
-        from .fanout import combine
-
-        return combine(self, streams)
-
-    def group_by(self, key: Any, *, name: str | None = None, partitions: int | None = None,
-                 key_type: Any = None, value_type: Any = None) -> "Stream":
-        """Re-key through an internal repartition topic; returns the stream of that topic.
-
-        ``key`` is a Record field (``Order.user``), a field name, or a function of the value
-        (then ``name`` is required). Keys land where Kafka's murmur2 partitioner puts them.
-        After ``filter``/``map`` the values they give out are re-keyed and forwarded (Faust's).
-        """
-        return self._owner("group_by").repartition(self, key, name=name, partitions=partitions,
-                                                   key_type=key_type, value_type=value_type)
-
-    def through(self, topic: "Topic | str") -> "Stream":
-        """Forward every record (after ``filter``/``map``: every value they give out) to ``topic``
-        and continue from that topic's stream."""
-        return self._owner("through").through(self, topic)
-
-    def _owner(self, operator: str) -> Any:
-        stream = self if isinstance(self, Stream) else getattr(self, "source", None)
-        owner = getattr(stream, "owner", None)
-        if owner is None:
-            raise RuntimeError(f"{operator} is only available inside an agent")
-        return owner
 
 
 class Stream(Chainable, Generic[T]):
@@ -398,6 +277,9 @@ class Stream(Chainable, Generic[T]):
     def _derive(self, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> "Derived":
         return Derived(self, iterator, rebuild)
 
+    def _agent_stream(self) -> Stream:
+        return self
+
     def _fresh(self) -> AsyncIterator[Any]:
         return self.__aiter__()
 
@@ -490,8 +372,6 @@ class Stream(Chainable, Generic[T]):
     def tee(self, n: int = 2) -> tuple[Any, ...]:
         """``n`` streams that each get every record (streams/fanout.py); a record counts as
         processed once every branch asked for the one after it. Iterate all of them concurrently."""
-        from .fanout import branches
-
         return branches(self, n)
 
     def left_join(self, *fields: Any) -> Any:
@@ -504,30 +384,7 @@ class Stream(Chainable, Generic[T]):
         raise _faust_join("outer_join", "outer")
 
 
-class Derived(Chainable):
-    """A stream after ``filter``/``map``/``enumerate``/``echo``: iterable, and chainable further."""
-
-    def __init__(self, source: Stream | None, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> None:
-        self.source = source
-        self._iterator = iterator
-        self._rebuild = rebuild
-        self.mapped = False  # after map/enumerate/join: its values may not be of the topic's value type
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._iterator
-
-    def _derive(self, iterator: AsyncIterator[Any], rebuild: "Rebuild | None" = None) -> "Derived":
-        derived = Derived(self.source, iterator, rebuild)
-        derived.mapped = self.mapped
-        return derived
-
-    def _fresh(self) -> AsyncIterator[Any]:
-        if self._rebuild is None:
-            raise RuntimeError("this stream cannot be built again: it was derived from an iterable, not an agent's stream")
-        return self._rebuild()
-
-
-Rebuild = Callable[[], AsyncIterator[Any]]
+__all__ = ["Chainable", "Derived", "Stream", "current_event"]  # Chainable, Derived, current_event: chain.py's
 
 
 def _faust_join(method: str, how: str) -> TypeError:

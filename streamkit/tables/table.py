@@ -30,6 +30,22 @@ _processing = processing.get  # the record being processed (streams.current_even
 DELETED = object()  # cache marker: the key was deleted since the last checkpoint
 
 
+# Table's window factories (tumbling, hopping, session, sliding) make it one of its windowed
+# subclasses, which live in modules that import this one (windows.py, sessions.py, sliding.py):
+# window_api.py registers the factories here, imported with the tables package
+# (tables/__init__.py), so this module never imports them back.
+WindowFactory = Callable[..., Any]
+WINDOW_FACTORIES: dict[str, WindowFactory] = {}
+
+
+def _window_factory(kind: str) -> WindowFactory:
+    factory = WINDOW_FACTORIES.get(kind)
+    if factory is None:
+        raise RuntimeError(f"table.{kind}(): no window factory registered; streamkit.tables.window_api registers "
+                           "them when streamkit.tables is imported, so import streamkit (not table.py on its own)")
+    return factory
+
+
 class PartitionNotLocal(StreamkitError, KeyError):
     """The key lives in a table partition this worker does not own (or has not recovered).
     ``halts_worker``: it is the partition of the record being processed (see ``_is_own_partition``)."""
@@ -120,40 +136,28 @@ class Table:
                  late: str = "drop", key_index: bool = False) -> Any:
         """Fixed, non-overlapping windows of ``size`` (seconds or timedelta). ``key_index``
         (Faust) is accepted: windowed tables are always iterable."""
-        from .window_api import make_windowed
-        from .windows import TumblingWindow
-
-        return make_windowed(self, TumblingWindow(size, expires=expires, grace=grace,
-                                                  close_idle_after=close_idle_after, late=late))
+        return _window_factory("tumbling")(self, size, expires=expires, grace=grace,
+                                           close_idle_after=close_idle_after, late=late)
 
     def hopping(self, size: Any, step: Any, expires: Any = None, *, grace: Any = 0, close_idle_after: Any = None,
                 late: str = "drop", key_index: bool = False) -> Any:
         """Windows of ``size`` starting every ``step``: a record falls in ``size / step`` of them."""
-        from .window_api import make_windowed
-        from .windows import Window
-
-        return make_windowed(self, Window(size, step, expires=expires, grace=grace,
-                                          close_idle_after=close_idle_after, late=late))
+        return _window_factory("hopping")(self, size, step, expires=expires, grace=grace,
+                                          close_idle_after=close_idle_after, late=late)
 
     def session(self, gap: Any, *, grace: Any = 0, expires: Any = None, merge: Callable[[Any, Any], Any] | None = None,
                 close_idle_after: Any = None, late: str = "drop") -> Any:
         """Session windows (tables/sessions.py): a key's records less than ``gap`` apart form one
         session; ``merge`` combines two sessions' values when a record bridges them (default +)."""
-        from .sessions import SessionTable, SessionWindow
-        from .window_api import make_windowed
-
-        return make_windowed(self, SessionWindow(gap, grace=grace, expires=expires, merge=merge,
-                                                 close_idle_after=close_idle_after, late=late), SessionTable)
+        return _window_factory("session")(self, gap, grace=grace, expires=expires, merge=merge,
+                                          close_idle_after=close_idle_after, late=late)
 
     def sliding(self, size: Any, *, grace: Any = 0, expires: Any = None, close_idle_after: Any = None,
                 late: str = "drop") -> Any:
         """Sliding windows (tables/sliding.py, Kafka Streams' SlidingWindows): ``current()`` is
         the aggregate over the last ``size`` of event time; a window per distinct set of records."""
-        from .sliding import SlidingTable, SlidingWindow
-        from .window_api import make_windowed
-
-        return make_windowed(self, SlidingWindow(size, grace=grace, expires=expires,
-                                                 close_idle_after=close_idle_after, late=late), SlidingTable)
+        return _window_factory("sliding")(self, size, grace=grace, expires=expires,
+                                          close_idle_after=close_idle_after, late=late)
 
     def join(self, other: "Table", *, how: str = "inner", name: str | None = None,
              value: Callable[[Any, Any], Any] | None = None) -> "Table":

@@ -10,16 +10,28 @@ such a key is not where web routing by key (``table_route``) or a read outside a
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import ConfigurationError, NoRetry, StreamkitError
-
-if TYPE_CHECKING:
-    from .table import Table
 
 log = logging.getLogger("streamkit.tables")
 
 KEY_PARTITIONING = ("task", "strict")
+
+
+class KeyedTable(Protocol):
+    """What ``task_partition`` reads of a Table (table.py, which imports this module)."""
+
+    warned_task_keys: bool
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def key_partitioning(self) -> str: ...
 
 
 class WrongPartition(StreamkitError, NoRetry):
@@ -37,7 +49,7 @@ def check_key_partitioning(name: str, value: str) -> str:
     return value
 
 
-def task_partition(table: "Table", number: int, key: Any, event: Any, writing: bool) -> int:
+def task_partition(table: KeyedTable, number: int, key: Any, event: Any, writing: bool) -> int:
     """The partition a read or write of ``key`` (whose own partition is ``number``) uses inside
     the record ``event`` of partition ``event.partition != number``."""
     partition = event.partition

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import ConfigurationError
 from ..streams.stream import current_event
-from .table import Table
-from .windows import Window, WindowedTable, WindowRange, _ms, _wall_ms
+from .sessions import SessionTable, SessionWindow
+from .sliding import SlidingTable, SlidingWindow
+from .table import WINDOW_FACTORIES, Table
+from .windows import TumblingWindow, Window, WindowedTable, WindowRange, _ms, _wall_ms
 
 if TYPE_CHECKING:
     from ..topics import Topic
@@ -209,3 +211,23 @@ def make_windowed(table: Table, window: Window, cls: type[WindowedTable] = Windo
     table.__class__ = cls
     table._make_windowed(window)  # type: ignore[attr-defined]  # noqa: SLF001 - the class just set above
     return WindowWrapper(table)  # type: ignore[arg-type]
+
+
+def tumbling(table: Table, size: Any, **options: Any) -> WindowWrapper:
+    return make_windowed(table, TumblingWindow(size, **options))
+
+
+def hopping(table: Table, size: Any, step: Any, **options: Any) -> WindowWrapper:
+    return make_windowed(table, Window(size, step, **options))
+
+
+def session(table: Table, gap: Any, **options: Any) -> WindowWrapper:
+    return make_windowed(table, SessionWindow(gap, **options), SessionTable)
+
+
+def sliding(table: Table, size: Any, **options: Any) -> WindowWrapper:
+    return make_windowed(table, SlidingWindow(size, **options), SlidingTable)
+
+
+# table.tumbling() & co. call these (table.py's WINDOW_FACTORIES: it cannot import its subclasses)
+WINDOW_FACTORIES.update(tumbling=tumbling, hopping=hopping, session=session, sliding=sliding)

@@ -318,7 +318,7 @@ async def test_column_names_a_struct_cannot_take_and_a_key_only_result_encode_as
 def test_a_columnar_agent_using_arrow_take_runs_on_spark():
     """``take`` is a refused stream method on Spark (wall-clock batches), not Arrow's ``take``."""
     pytest.importorskip("pyspark")
-    from streamkit.spark.agents import check_runnable
+    from streamkit.spark.checks import check_runnable
 
     app = make_app()
     source, out = topics(app)

@@ -244,7 +244,7 @@ def test_join_options_that_make_no_sense_are_refused_with_the_way():
 
 def test_spark_runs_a_windowed_join_and_refuses_what_it_cannot_with_the_reason():
     from streamkit.errors import ConfigurationError
-    from streamkit.spark.agents import check_runnable, is_keyed
+    from streamkit.spark.checks import check_runnable, is_keyed
     from streamkit.spark.keyed import plan
 
     app = faust.App("join-spark")

@@ -1,21 +1,9 @@
-"""The static import graph's cycles (grimp; function-level and type-only imports counted) do
-not spread: each is inside one of the known ones below, which issue 48 is to remove.
-
-Known, and why they are left: the App hands over to its runners (``app.main()``,
-``@app.command``, ``app.spark``: the contract's three ignored imports) while cli and spark
-import the App; Table's window factories (``table.tumbling()``...) build its subclasses; the
-agent's run loops live beside Agent and take it; ``stream.tee()``/``combine()`` and the
-fan-out's branches, which are Chainables."""
+"""The static import graph (grimp; function-level and type-only imports counted) has no cycle,
+at any level: between layers and between the modules of one package (issue 48). A lower module
+that needs a higher one's behaviour takes it through a protocol or a registry the higher one
+fills (app.RUNNERS, table.WINDOW_FACTORIES), never by importing it back."""
 
 import grimp
-
-KNOWN = [
-    lambda m: m == "streamkit.app" or m.startswith(("streamkit.cli.", "streamkit.spark.")),
-    lambda m: m in {"streamkit.tables." + n for n in ("table", "windows", "sessions", "sliding", "window_api",
-                                                       "task_keys")},
-    lambda m: m in {"streamkit.agents." + n for n in ("agent", "functions", "columnar_body", "testing", "in_process")},
-    lambda m: m in {"streamkit.streams.stream", "streamkit.streams.fanout"},
-]
 
 
 def cycles(graph: grimp.ImportGraph) -> list[set[str]]:
@@ -60,10 +48,9 @@ def cycles(graph: grimp.ImportGraph) -> list[set[str]]:
     return found
 
 
-def test_cycles_stay_inside_the_known_ones():
+def test_no_import_cycle():
     graph = grimp.build_graph("streamkit", include_external_packages=False, cache_dir=None)
-    spread = [sorted(c) for c in cycles(graph) if not any(all(known(m) for m in c) for known in KNOWN)]
-    assert spread == []
+    assert [sorted(c) for c in cycles(graph)] == []
 
 
 def test_the_cycle_finder_finds_a_cycle():

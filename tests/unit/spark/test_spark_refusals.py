@@ -6,7 +6,7 @@ import streamkit as sk
 pytest.importorskip("pyspark")
 
 from streamkit import SparkUnsupported  # noqa: E402
-from streamkit.spark.agents import check_runnable  # noqa: E402
+from streamkit.spark.checks import check_runnable  # noqa: E402
 
 app = sk.App("refusals", broker="kafka://127.0.0.1:1")
 source = app.topic("refusals-in", value_type=int)
@@ -92,7 +92,7 @@ def test_refused_with_the_reason(agent, reason):
 
 
 def test_a_coroutine_without_tables_is_refused_and_one_with_a_table_is_keyed():
-    from streamkit.spark.agents import is_keyed
+    from streamkit.spark.checks import is_keyed
 
     assert is_keyed(app.agents["counting"]) and is_keyed(app.agents["regrouping"])
     assert not is_keyed(app.agents["doubles"]) and not is_keyed(app.agents["running_sum"])
