@@ -116,3 +116,31 @@ async def test_a_faust_table_with_raw_keys_and_json_values_still_restores(tmp_pa
         await wait_for(lambda: seen, 10, message="the record processed after the restore")
         assert seen == [4] and counts[b"other"] == 7
         assert app.runtime.fatal is None
+
+
+async def test_faust_json_string_keys_restore_with_their_quotes_and_a_warning(tmp_path, caplog):
+    """Faust's ``app.Table(name)`` writes a str key through its json codec: ``"word"``, quotes
+    included. streamkit reads keys as UTF-8 text, so the entry is the key '"word"': not refused
+    (a streamkit app may have such keys), but warned of once, naming the table, topic and key."""
+    app, broker = faust_app("faustkeys", tmp_path)
+    words = app.topic("words", key_type=str, value_type=str, partitions=1)
+    counts = app.Table("counts", default=int)
+    seen: list = []
+
+    @app.agent(words)
+    async def count(stream):
+        async for key, _value in stream.items():
+            counts[key] += 1
+            seen.append(counts[key])
+
+    changelog = f"{app.id}-counts-changelog"
+    faust_wrote(broker, changelog, [(b'"word"', b"3"), (b'"other"', b"7")])
+    async with app.running():
+        await words.send(key="word", value="x")
+        await wait_for(lambda: seen, 10, message="the record processed after the restore")
+        assert seen == [1] and counts['"word"'] == 3  # Faust's count is under the quoted key
+        assert app.runtime.fatal is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "JSON string" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "'counts'" in warnings[0] and changelog in warnings[0] and "b'\"word\"'" in warnings[0], warnings[0]
+    assert "docs/migrating-from-faust.md" in warnings[0], warnings[0]
