@@ -10,6 +10,7 @@ from .errors import (
                      BrokerUnavailable,
                      ConfigurationError,
                      DecodeError,
+                     ForeignChangelog,
                      GroupFenced,
                      ProducerFenced,
                      SparkUnsupported,
@@ -33,7 +34,8 @@ from .version import __version__
 
 __all__ = [
     "Agent", "AgentFailed", "App", "BrokerUnavailable", "Clock", "Codec", "ConfigurationError", "DecodeError", "DriverName",
-    "ErrorPolicyName", "Event", "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings",
+    "ErrorPolicyName", "Event", "ForeignChangelog",
+    "GroupFenced", "Guarantee", "JsonCodec", "ProducerFenced", "RawCodec", "Record", "Settings",
     "SparkUnsupported", "StrCodec",
     "StoreWriteFailed", "Stream", "StreamkitError", "Topic", "TopicMismatch", "TransactionAborted",
     "WorkerStopped", "__version__",

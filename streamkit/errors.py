@@ -49,6 +49,12 @@ class StoreWriteFailed(StreamkitError):
     holds the writes, so the next owner (or this worker after a restart) recovers them."""
 
 
+class ForeignChangelog(StreamkitError):
+    """A table's changelog holds records another framework wrote in a format streamkit would
+    misread (a Faust windowed table's or SetTable's): the restore stops before the table serves
+    or the worker processes anything with it (tables/faust_changelogs.py)."""
+
+
 class TransactionsUnsupported(StreamkitError):
     """The driver or broker cannot run transactions."""
 

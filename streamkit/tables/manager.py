@@ -16,6 +16,7 @@ from ..errors import StoreWriteFailed
 from ..runtime.dead_letters import dead_letter_headers
 from ..runtime.loops import halting
 from ..transport.base import TP, Message, Producer, delivery_position, retry_while_unreachable
+from .faust_changelogs import ChangelogChecks
 from .marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers, mark_offsets, mark_value
 from .recovery import RecoveryProgress, Tailer, replay
 from .rocks_options import RocksTuning
@@ -42,7 +43,8 @@ class TableManager:
         self.stores: dict[tuple[str, int], Store] = {}
         self.rocks_memory = RocksTuning.from_settings(self.app.conf.rocksdb_options).shared()
         self.progress = RecoveryProgress()
-        self.tailer = Tailer(runtime.driver, self.bad_values, self.bad_changelog_record)
+        self.check_changelog = ChangelogChecks(self.tables)  # records another framework wrote: refused
+        self.tailer = Tailer(runtime.driver, self.bad_values, self.bad_changelog_record, self.check_changelog)
         self._recovering: asyncio.Task | None = None
         self._placement_stale = False  # membership changed while a recovery ran
         # on_window_close calls of windows emitted at a checkpoint: run once it committed, outside
@@ -212,7 +214,8 @@ class TableManager:
                 await self.runtime.ownership.wait_stable_offsets(paused)
             blocks.update(await self._blocks(stores))
             replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done,
-                                    bad_values=self.bad_values, on_bad=self.bad_changelog_record, blocks=blocks)
+                                    bad_values=self.bad_values, on_bad=self.bad_changelog_record, blocks=blocks,
+                                    check=self.check_changelog)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

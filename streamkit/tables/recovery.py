@@ -7,7 +7,9 @@ the next fetch is started before a batch is applied (``_Replay``), so a driver t
 thread (confluent) overlaps the two.
 Each value is checked first (``BadValues``): one the table cannot decode (written to the
 changelog by something else) is not applied but handed to the error policy with its table and
-offset, instead of failing later, when some agent reads that key.
+offset, instead of failing later, when some agent reads that key. Each batch's keys are checked
+before anything of it is applied (``CheckFormat``): records of another framework that this table
+would misread (faust_changelogs.py) stop the restore with the error the check raises.
 """
 from __future__ import annotations
 
@@ -59,14 +61,18 @@ class RecoveryProgress:
 BadValues = Callable[[TP, Sequence["bytes | None"]], "list[tuple[int, BaseException]]"]
 # What happens to a record BadValues named (the error policy).
 OnBad = Callable[[TP, Message, BaseException], Awaitable[None]]
+# Raises if a fetched batch holds records this table would misread (faust_changelogs.py).
+CheckFormat = Callable[[TP, Columns], None]
 
 
 async def _apply(store: Store, tp: TP, columns: Columns, bad_values: BadValues | None, on_bad: OnBad | None,
-                 blocks: MarkedBlocks | None = None) -> None:
+                 blocks: MarkedBlocks | None = None, check: CheckFormat | None = None) -> None:
     """Apply one fetched batch to ``store``; with ``blocks`` (at-least-once tables), a
     checkpoint block at a time (marks.py), else every record as it comes (marks skipped).
     The runs between marks go in whole (dict updates); a batch with a value the table cannot
     read goes record by record (``_apply_one_by_one``, the reference the bulk path matches)."""
+    if check is not None:
+        check(tp, columns)
     keys, values, offsets = columns.keys, columns.values, columns.offsets
     marks = [i for i, key in enumerate(keys) if key == MARK_KEY and is_mark(columns.message(i))] \
         if MARK_KEY in keys else []
@@ -139,7 +145,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
                  on_done: Callable[[TP], None] | None = None, bad_values: BadValues | None = None,
                  on_bad: OnBad | None = None, report_every: float = 3.0,
                  settle: float = 0.3, idle_limit: float = 3.0,
-                 blocks: dict[TP, MarkedBlocks] | None = None) -> int:
+                 blocks: dict[TP, MarkedBlocks] | None = None, check: CheckFormat | None = None) -> int:
     """Bring each store up to its changelog's end; returns records applied. The changelogs in
     ``blocks`` are applied a checkpoint block at a time (marks.py); at the end, a block no mark
     closed is dropped (its keys are in ``blocks[tp].dropped``, to be repaired).
@@ -168,7 +174,7 @@ async def replay(driver: Driver, stores: dict[TP, Store], progress: RecoveryProg
         progress.partitions += len(tps)
         await consumer.assign(tps, starts)
         run = _Replay(consumer, stores, progress, ends, starts, bad_values, on_bad, blocks or {},
-                      settle, idle_limit)
+                      settle, idle_limit, check)
         try:
             await run.until_done(on_done, report_every)
         finally:
@@ -185,7 +191,8 @@ class _Replay:
 
     def __init__(self, consumer: Consumer, stores: dict[TP, Store], progress: RecoveryProgress,
                  ends: dict[TP, int], starts: dict[TP, int], bad_values: BadValues | None,
-                 on_bad: OnBad | None, blocks: dict[TP, MarkedBlocks], settle: float, idle_limit: float) -> None:
+                 on_bad: OnBad | None, blocks: dict[TP, MarkedBlocks], settle: float, idle_limit: float,
+                 check: CheckFormat | None = None) -> None:
         self.consumer = consumer
         self.stores = stores
         self.progress = progress
@@ -194,6 +201,7 @@ class _Replay:
         self.bad_values = bad_values
         self.on_bad = on_bad
         self.blocks = blocks
+        self.check = check
         self.settle = settle
         self.idle_limit = idle_limit
         self.pending = set(stores)
@@ -232,7 +240,8 @@ class _Replay:
         for tp, columns in batches.items():
             count = len(columns)
             if count and tp in self.pending:  # (a partition done meanwhile may have been fetched ahead)
-                await _apply(self.stores[tp], tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp))
+                await _apply(self.stores[tp], tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp),
+                             self.check)
                 self.positions[tp] = columns.offsets[-1] + 1
                 self.applied += count
                 self.progress.done += count
@@ -282,8 +291,10 @@ class Tailer:
     stores' offsets after a growing pause; a dead tailer would leave a GlobalTable silently stale.
     """
 
-    def __init__(self, driver: Driver, bad_values: BadValues | None = None, on_bad: OnBad | None = None) -> None:
+    def __init__(self, driver: Driver, bad_values: BadValues | None = None, on_bad: OnBad | None = None,
+                 check: CheckFormat | None = None) -> None:
         self.driver = driver
+        self.check = check
         self.bad_values = bad_values
         self.on_bad = on_bad
         self.stores: dict[TP, Store] = {}
@@ -332,7 +343,7 @@ class Tailer:
     async def _on_records(self, tp: TP, columns: Columns) -> None:
         store = self.stores.get(tp)
         if store is not None:
-            await _apply(store, tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp))
+            await _apply(store, tp, columns, self.bad_values, self.on_bad, self.blocks.get(tp), self.check)
             self.applied += len(columns)
             self.applied_to.add(tp)
 

@@ -39,7 +39,9 @@ class SetCodec(JsonCodec):
 
 
 def store_sets(table: Any) -> Any:
-    """Make ``table`` (a SetTable declared with ``value_type``) store its values as sets of that type."""
+    """Make ``table`` (a SetTable) store its values as sets of its ``value_type``, if declared;
+    marked as a SetTable, whose changelog Faust's operations must not restore (faust_changelogs.py)."""
+    table.set_table = True
     if table.value_type is not None:
         from .values import TableEntries
 
