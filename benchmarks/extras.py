@@ -1,6 +1,6 @@
 """The scenarios of ``python -m benchmarks run`` that are not one process over the input topic:
 latency at a third and at half of the stateless throughput (streamkit, and Quix Streams at the
-same rates), scale-out (2 workers vs 1), state size (state_size.py), and table recovery
+same rates), scale-out (2 workers vs 1, and 2 from one command), state size (state_size.py), and table recovery
 (streamkit and the peers).
 Each returns a summary for the run's table and JSON."""
 from __future__ import annotations
@@ -101,28 +101,39 @@ def _latency_summary(rate: int, runs: list[dict[str, Any]], stolen_runs: list[di
 
 
 def run_scale_out(args: argparse.Namespace, driver: str, input_topic: str) -> dict[str, Any]:
-    """Records/s of 1 and of 2 worker processes in the group's stable window (medians)."""
-    rates: dict[int, list[float]] = {1: [], 2: []}
-    runs, stolen_runs = [], []
+    """Records/s of 1 worker process, of 2 started separately and of 2 started by one command
+    (``streamkit worker --processes 2``), each in the group's stable window (medians); every
+    run's partition split is printed, and a run not split evenly fails the scenario."""
+    rates: dict[str, list[float]] = {key: [] for key, _, _ in scale_out.MODES}
+    runs, stolen_runs, uneven = [], [], []
     for rep in range(args.repeat):
-        for workers in (1, 2):
+        for key, workers, one_command in scale_out.MODES:
+            label = f"scale-out-{driver} x{workers}{' (one command)' if one_command else ''} #{rep + 1}"
             result, stolen_now = unstolen(lambda _again: with_steal(
-                lambda: scale_out.measure(args.broker, driver, input_topic, workers, timeout=args.timeout)),  # noqa: B023 - called within this same iteration
-                args.max_steal, f"scale-out-{driver} x{workers} #{rep + 1}")
+                lambda: scale_out.measure(args.broker, driver, input_topic, workers, timeout=args.timeout,  # noqa: B023 - called within this same iteration
+                                          one_command=one_command)),  # noqa: B023
+                args.max_steal, label)
             runs.append(result)
             stolen_runs += stolen_now
+            print(f"  {label}: {scale_out.describe(result)}{_steal(result)}", flush=True)
             if "error" in result:
-                print(f"  scale-out-{driver} x{workers} #{rep + 1}: FAILED {result['error']}", flush=True)
+                if "partition split" in result["error"]:
+                    uneven.append(f"{label}: {result['error']}")
                 continue
-            rates[workers].append(result["records_per_s"])
-            print(f"  scale-out-{driver} x{workers} #{rep + 1}: {result['records_per_s']:,.0f} rec/s "
-                  f"over {result['window_s']:.1f}s{_steal(result)}", flush=True)
-    if not rates[1] or not rates[2]:
+            rates[key].append(result["records_per_s"])
+    if not rates["one"] or not rates["two"]:
         return {"ok_runs": 0, "runs": runs, "stolen_runs": stolen_runs}
-    one, two = statistics.median(rates[1]), statistics.median(rates[2])
-    return {"ok_runs": min(len(rates[1]), len(rates[2])), "one_worker_rps": one, "two_workers_rps": two,
-            "ratio": two / one, "max_steal_pct": _max_steal([r for r in runs if "error" not in r]),
-            "runs": runs, "stolen_runs": stolen_runs}
+    one, two = statistics.median(rates["one"]), statistics.median(rates["two"])
+    out = {"ok_runs": min(len(rates["one"]), len(rates["two"])), "one_worker_rps": one, "two_workers_rps": two,
+           "ratio": two / one, "max_steal_pct": _max_steal([r for r in runs if "error" not in r]),
+           "runs": runs, "stolen_runs": stolen_runs}
+    if rates["two_one_command"]:
+        out["two_processes_one_command_rps"] = statistics.median(rates["two_one_command"])
+        out["ratio_one_command"] = out["two_processes_one_command_rps"] / one
+    if uneven:  # loud: the table's ratio would otherwise hide a 1 + 3 split
+        out["error"] = "; ".join(uneven)
+        print(f"  scale-out-{driver} FAILED: " + out["error"], flush=True)
+    return out
 
 
 def _steal(result: dict[str, Any]) -> str:

@@ -15,7 +15,8 @@
    same ``--join-records`` (``join_runs.py``: a stream-table join, a windowed stream-stream join);
 4. measures end-to-end latency at a third and at half of the stateless throughput it just
    measured (``latency.py``), and Quix Streams' at the same rates right after each (unless
-   ``--no-peers``), 2 worker processes against 1 (``scale_out.py``), and the stateful scenario
+   ``--no-peers``), 2 worker processes against 1, started apart and as one ``streamkit worker
+   --processes 2`` command (``scale_out.py``), and the stateful scenario
    over ``--state-keys`` distinct keys against its 1,000-key runs, with peak RSS
    (``state_size.py``), per driver;
 5. runs the recovery benchmarks: streamkit (``recovery.py``: a ``--recovery-keys`` changelog
@@ -189,6 +190,7 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
                     out[f"latency {driver} / quix p99 {at})"] = ours["median_p99_ms"] / quix["median_p99_ms"]
         scale = extras.get(f"scale-out-{driver}") or {}
         out[f"scale-out {driver}: 2 workers / 1"] = scale.get("ratio")
+        out[f"scale-out {driver}: 2 processes (one command) / 1"] = scale.get("ratio_one_command")
         if scale.get("ok_runs"):
             out[f"scale-out {driver}: largest steal % of its runs"] = scale.get("max_steal_pct")
         state = extras.get(f"state-size-{driver}") or {}

@@ -122,19 +122,25 @@ def test_latency_refuses_a_stateful_peer():
 def test_scale_out_measures_one_and_two_workers_in_their_stable_window(broker_address):
     records = 600_000  # long enough for a stable two-worker window at the aiokafka driver's rate on Kafka
     proc = subprocess.run([sys.executable, "benchmarks/scale_out.py", "--broker", broker_address, "--records", str(records)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=400)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout[proc.stdout.index("{"):])
-    one, two = result["one"], result["two"]
-    assert "error" not in one and "error" not in two, result
-    assert one["partitions"] == [4] and sorted(two["partitions"]) == [2, 2], result
+    one, two, together = result["one"], result["two"], result["two_one_command"]
+    assert "error" not in one and "error" not in two and "error" not in together, result
+    assert one["split"] == [[0, 1, 2, 3]] and one["partitions"] == [4], result
+    for run in (two, together):  # each worker its two, the four between them (printed, per run)
+        assert [len(p) for p in run["split"]] == [2, 2] and sorted(sum(run["split"], [])) == [0, 1, 2, 3], result
+    assert "split 2 + 2" in proc.stderr and "(one command)" in proc.stderr, proc.stderr
     assert one["processed"] == [records], result  # alone, without a rebalance: each record once
     # Together, each worker its share (at-least-once: a record may come twice around a leave).
-    assert len(two["processed"]) == 2 and min(two["processed"]) > 0 and sum(two["processed"]) >= records, result
-    for run in (one, two):
+    for run in (two, together):
+        assert len(run["processed"]) == 2 and min(run["processed"]) > 0 and sum(run["processed"]) >= records, result
+    for run in (one, two, together):
         assert run["window_s"] > 0 and 0 < run["window_records"] <= sum(run["processed"]), result
         assert run["records_per_s"] == pytest.approx(run["window_records"] / run["window_s"]), result
+        assert run["outputs"] >= records and run["distinct_ids"] == run["expected"] == records, result
     assert math.isfinite(result["ratio"]) and result["ratio"] == pytest.approx(two["records_per_s"] / one["records_per_s"])
+    assert result["ratio_two_one_command"] == pytest.approx(together["records_per_s"] / one["records_per_s"])
 
 
 def test_rebalance_gap_names_what_stayed_and_what_moved(broker_address):
