@@ -36,16 +36,20 @@ def columnar_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
         log.error("columnar agent %s failed on a batch of %d records (attempt %d of %d; %s): %s: %s", agent.name,
                   rows, attempt, retries + 1, what, type(exc).__name__, exc)
 
+    sinks = [sink.name for sink in columnar.sinks]
+
     async def send(outputs: list[Any]) -> None:
+        """The batch's outputs in order: at once while the producer has room, the rest (and all
+        of them while a sensor listens, a scheduled send waits or a sink is not created yet)
+        the waiting way."""
         producer = runtime.producer
-        sensors, scheduled, known = app.sensors, app.scheduled_sends, app.topic_creation.known
-        try_send = producer.try_send if producer is not None else None
-        for i, (topic, key, value) in enumerate(outputs):
-            if try_send is None or sensors.active or scheduled.pending or topic not in known \
-                    or not try_send(topic, key, value):
-                for topic, key, value in outputs[i:]:  # no room (or not created yet): wait, in order
-                    await app.send_raw(topic, key, value, track=False)
-                return
+        known = app.topic_creation.known
+        sent = 0
+        if producer is not None and not (app.sensors.active or app.scheduled_sends.pending) \
+                and all(sink in known for sink in sinks):
+            sent = producer.try_send_many(outputs)
+        for topic, key, value in outputs[sent:]:  # no room (or not created yet): wait, in order
+            await app.send_raw(topic, key, value, track=False)
 
     async def run(stream: "Stream") -> None:
         while True:
