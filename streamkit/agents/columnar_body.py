@@ -9,6 +9,7 @@ last record, of the same partition as every record in it).
 from __future__ import annotations
 
 import logging
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..runtime.progress import processing
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 log = logging.getLogger("streamkit.agent")
+_message_of = attrgetter("message")
 
 
 def columnar_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
@@ -54,7 +56,7 @@ def columnar_body(agent: "Agent") -> Callable[["Stream"], Awaitable[None]]:
     async def run(stream: "Stream") -> None:
         while True:
             events = await stream.batch_in_hand()
-            messages = [event.message for event in events]
+            messages = list(map(_message_of, events))
             batch, kept, failures = columnar.decode(messages)
             dead = [(events[i], "decode", exc) for i, exc in failures]
             outputs: list[Any] = []
