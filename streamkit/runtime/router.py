@@ -90,7 +90,7 @@ class Router:
                     if raw is None:  # less those dead-lettered above for the other agents (one letter a record)
                         failed = {id(message) for message, _ in failures}
                         raw = [Event(None, None, message) for message in messages if id(message) not in failed] \
-                            if failed else list(map(Event, repeat(None), repeat(None), messages))  # C-level, 0.05 µs a record less
+                            if failed else list(map(Event, repeat(None), repeat(None), messages))  # in C: 0.05 µs less
                     if not raw:
                         continue
                     given = raw

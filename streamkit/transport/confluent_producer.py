@@ -187,9 +187,9 @@ class ConfluentProducer(Producer):
         except BufferError:  # local queue full: the caller sends the rest the waiting way
             pass
         except KafkaException as exc:
-            count.sent -= len(records) - sent
             raise self._explained(exc) from exc
-        count.sent -= len(records) - sent
+        finally:  # whatever stopped the loop, the flush waits for the records librdkafka took only
+            count.sent -= len(records) - sent
         return sent
 
     def _explained(self, exc: KafkaException) -> BaseException:
