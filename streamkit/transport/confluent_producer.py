@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Producer as CKProducer
@@ -169,6 +169,28 @@ class ConfluentProducer(Producer):
             count.sent -= 1
             raise self._explained(exc) from exc
         return True
+
+    def try_send_many(self, records: Sequence[tuple[str, bytes | None, bytes | None]]) -> int:
+        """``try_send`` over many records with the lookups made once: librdkafka's produce
+        is then most of the cost of a record (0.55 µs; the loop of ``try_send`` calls added
+        ~0.2 µs a record to a columnar agent's batch)."""
+        count = self._count
+        client = self._client
+        assert client is not None, "producer not started"
+        produce, on_delivery = client.produce, count.on_delivery
+        count.sent += len(records)  # before any report can come; what did not go is taken back below
+        sent = 0
+        try:
+            for topic, key, value in records:
+                produce(topic, value, key, -1, on_delivery)
+                sent += 1
+        except BufferError:  # local queue full: the caller sends the rest the waiting way
+            pass
+        except KafkaException as exc:
+            raise self._explained(exc) from exc
+        finally:  # whatever stopped the loop, the flush waits for the records librdkafka took only
+            count.sent -= len(records) - sent
+        return sent
 
     def _explained(self, exc: KafkaException) -> BaseException:
         """librdkafka answers every produce after a failed transaction only "Erroneous state";

@@ -353,3 +353,74 @@ async def test_a_topic_read_by_a_columnar_and_a_plain_agent_dead_letters_a_bad_v
     assert plain_seen == [0, 1, 2, 4, 5]
     assert [orjson.loads(m.value)["seq"] for m in records(broker, "out")] == [0, 1, 2, 4, 5]
     assert [m.value for m in records(broker, app.dlq_topic_name)] == [b"not json"]
+
+
+async def test_a_value_the_codec_refuses_for_its_number_type_goes_to_the_dlq_not_truncated():
+    """A 3.5 where the Record says int: the topic's codec refuses it, so the batch decode does
+    too (Arrow alone would have made it 3)."""
+    app = make_app()
+    source, out = topics(app)
+
+    @app.agent(source, sink=[out], columnar=True)
+    def to_celsius(batch):
+        return enrich(batch)
+
+    values = readings(6)
+    values[3] = b'{"sensor": "s0", "seq": 3.5, "value": 0.3}'
+    broker = prefill(app, values)
+    async with app.running():
+        await wait_for(lambda: committed(app) == 6, 10, message="all 6 records committed")
+    assert [orjson.loads(m.value)["seq"] for m in records(broker, "out")] == [0, 1, 2, 4, 5]
+    dead = records(broker, app.dlq_topic_name)
+    assert [m.value for m in dead] == [values[3]]
+    assert dict(dead[0].headers)[HEADER_STAGE] == b"decode"
+
+
+async def test_a_key_that_is_not_utf8_goes_to_the_dlq_and_text_keys_come_out_as_their_bytes():
+    app = make_app()
+    source, out = topics(app)
+
+    @app.agent(source, sink=[out], columnar=True)
+    def to_celsius(batch):
+        return enrich(batch)
+
+    broker = MemoryBroker.named(app.conf.bootstrap_servers)
+    broker.create_topic("in", 1)
+    keys = [b"s0", "s\u00e9".encode(), b"\xff\xfe", b"s3"]
+    for i, key in enumerate(keys):
+        broker.append("in", key, Reading("sensor-\u00e9", i, i / 10).dumps(), 0, None, 1_700_000_000_000 + i)
+    async with app.running():
+        await wait_for(lambda: committed(app) == 4, 10, message="all 4 records committed")
+    out_records = records(broker, "out")
+    assert [orjson.loads(m.value)["seq"] for m in out_records] == [0, 1, 3]
+    assert {m.key for m in out_records} == {"sensor-\u00e9".encode()}  # the sensor column as key: its UTF-8
+    dead = records(broker, app.dlq_topic_name)
+    assert [m.key for m in dead] == [b"\xff\xfe"] and dict(dead[0].headers)[HEADER_STAGE] == b"decode"
+
+
+class Tagged(sk.Record):
+    sensor: str
+    seq: int
+    value: float
+    unit: str = "F"
+    note: str | None = None
+
+
+async def test_a_field_left_out_takes_the_records_default_and_an_optional_one_is_null():
+    app = make_app()
+    source = app.topic("in", key_type=str, value_type=Tagged, partitions=1)
+    out = app.topic("out", key_type=str, value_type=Enriched, partitions=1)
+    seen: list[dict] = []
+
+    @app.agent(source, sink=[out], columnar=True)
+    def keep(batch):
+        seen.extend(batch.select(["seq", "unit", "note"]).to_pylist())
+
+    prefill(app, [b'{"sensor": "a", "seq": 0, "value": 1.0}',
+                  b'{"sensor": "a", "seq": 1, "value": 1.0, "unit": "C", "note": "x"}',
+                  b'{"sensor": "a", "seq": 2, "value": 1.0, "unit": "K"}'])
+    async with app.running():
+        await wait_for(lambda: committed(app) == 3, 10, message="all 3 records committed")
+    assert sorted(seen, key=lambda row: row["seq"]) == [{"seq": 0, "unit": "F", "note": None},
+                                                        {"seq": 1, "unit": "C", "note": "x"},
+                                                        {"seq": 2, "unit": "K", "note": None}]

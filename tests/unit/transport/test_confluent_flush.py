@@ -67,3 +67,23 @@ async def test_sends_pass_librdkafka_their_arguments_by_position_where_each_belo
             await asyncio.wait_for(tracked, 10)
     finally:
         await producer.stop()
+
+
+async def test_try_send_many_sends_until_the_queue_is_full_and_the_flush_reports_those_it_sent():
+    """A columnar agent's batch goes through ``try_send_many``: what librdkafka took is counted
+    (and reported by the next flush), the rest is left to the caller's waiting sends."""
+    conf = sk.App("flush-many", broker="127.0.0.1:1",
+                  producer_config={"message.timeout.ms": 1500, "queue.buffering.max.messages": 3}).conf
+    producer = ConfluentProducer(conf)
+    await producer.start()
+    try:
+        records = [("t", b"k", f"v{i}".encode()) for i in range(5)]
+        assert producer.try_send_many(records) == 3  # the queue holds 3
+        assert producer._count.sent == 3
+        with pytest.raises(DeliveryFailed, match=r"^3 record\(s\) not delivered to t \(3\)"):
+            await asyncio.wait_for(producer.flush(), 20)
+        assert producer.try_send_many(records[3:]) == 2
+        with pytest.raises(DeliveryFailed, match=r"^2 record\(s\) not delivered to t \(2\)"):
+            await asyncio.wait_for(producer.flush(), 20)
+    finally:
+        await producer.stop()
