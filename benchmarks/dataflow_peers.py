@@ -30,9 +30,11 @@ PACKAGES = ["bytewax[kafka]==0.21.1", "pathway==0.33.0", "orjson"]
 PEERS = ("bytewax", "pathway")
 ALL_CORES = "-all-cores"
 # printed with its ratios and its stateful check: what its figures are not
-CAVEATS = {"pathway": " (Pathway: whole run incl. its start; batch-at-once static read)",
+CAVEATS = {"pathway": " (over its whole pw.run(), start included)",
            "pathway-stateful": " (Pathway: one update per key per minibatch, not a count per record; "
-                               "final counts checked, not output count)"}
+                               "final counts checked, not output count)",
+           "pathway-windowed": " (Pathway: one event time over all partitions read; exactly_once_behavior drops "
+                               "a record behind it, so a final can be short)"}
 SCENARIOS = [f"{peer}-{kind}{cores}" for peer in PEERS for kind in ("stateless", "stateful", "windowed")
              for cores in ("", ALL_CORES)]
 
@@ -96,6 +98,7 @@ def ratios(rate: Callable[[str], float | None], scale_out: dict[str, dict[str, A
                 out[f"stateless confluent 2 workers (scale-out) / {peer} all cores"] = two / theirs
             continue
         mine = rate(ours[kind(scenario)])
-        label = f"{kind(scenario)} confluent / {peer}" + (CAVEATS["pathway"] if peer == "pathway" else "")
+        label = f"{kind(scenario)} confluent / {peer}" + (CAVEATS["pathway"] if peer == "pathway" else "") + (
+            " (its finals can be short)" if scenario == "pathway-windowed" else "")
         out[label] = mine / theirs if mine and theirs else None
     return out

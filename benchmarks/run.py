@@ -109,8 +109,9 @@ def check_peer(scenario: str, args: argparse.Namespace, input_topic: str, output
                                         input_windows(args, input_topic) if kind == "windowed" else None))
     except Exception as exc:  # the run's figures stay; its output is not vouched for
         result.update(output_ok=False, check=f"output not checked: {exc!r}"[:500])
-    if scenario.startswith("pathway-stateful"):
-        result["check"] += dataflow_peers.CAVEATS["pathway-stateful"]
+    for caveat in ("pathway-stateful", "pathway-windowed"):
+        if scenario.startswith(caveat):
+            result["check"] += dataflow_peers.CAVEATS[caveat]
 
 
 def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str, peers_python: Path | None):
