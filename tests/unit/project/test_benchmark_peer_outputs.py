@@ -106,3 +106,20 @@ def test_their_ratios_are_streamkit_over_theirs_with_pathways_caveat(bench):
     assert pathway and "start included" in pathway[0] and out[pathway[0]] == 0.5
     assert out["bytewax-stateless: all cores / default"] == 1.5
     assert not any("windowed" in name for name in out)  # not run: not printed
+
+
+def test_a_peer_run_with_a_short_final_is_not_complete_and_says_why(bench, monkeypatch):
+    rows = orders(300)
+    expected, finals = window_finals(rows)
+    user, value = finals[0]
+    short = [(user, {**value, "value": value["value"] - 1, "diff": 1})] + finals[1:]  # a late record dropped
+    monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(short))
+    args = SimpleNamespace(broker="127.0.0.1:1", input_windows=expected)
+    result = {"consumed": 300, "output_ok": None}
+    bench.run.check_peer("pathway-windowed-all-cores", args, "in", "out", result)
+    assert result["output_ok"] is False and "1 wrong" in result["check"], result
+    assert "one event time over all partitions" in result["check"]  # Pathway's caveat, printed
+    monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(finals))
+    fine = {"consumed": 300, "output_ok": None}
+    bench.run.check_peer("bytewax-windowed", args, "in", "out", fine)
+    assert fine["output_ok"] is True and "0 wrong" in fine["check"], fine
