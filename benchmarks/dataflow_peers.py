@@ -34,7 +34,7 @@ CAVEATS = {"pathway": " (over its whole pw.run(), start included)",
            "pathway-stateful": " (Pathway: one update per key per minibatch, not a count per record; "
                                "final counts checked, not output count)",
            "pathway-windowed": " (Pathway: one event time over all partitions read; exactly_once_behavior drops "
-                               "a record behind it, so a final can be short)"}
+                               "a record behind it, so a final can be short or missing)"}
 SCENARIOS = [f"{peer}-{kind}{cores}" for peer in PEERS for kind in ("stateless", "stateful", "windowed")
              for cores in ("", ALL_CORES)]
 
@@ -99,6 +99,6 @@ def ratios(rate: Callable[[str], float | None], scale_out: dict[str, dict[str, A
             continue
         mine = rate(ours[kind(scenario)])
         label = f"{kind(scenario)} confluent / {peer}" + (CAVEATS["pathway"] if peer == "pathway" else "") + (
-            " (its finals can be short)" if scenario == "pathway-windowed" else "")
+            " (its finals can be short or missing)" if scenario == "pathway-windowed" else "")
         out[label] = mine / theirs if mine and theirs else None
     return out

@@ -1,4 +1,5 @@
-"""One command, one broker, one run: streamkit vs the raw clients vs faust-streaming and Quix Streams.
+"""One command, one broker, one run: streamkit vs the raw clients vs faust-streaming, Quix Streams,
+Bytewax and Pathway.
 
     python -m benchmarks run --broker 127.0.0.1:19092 --records 1000000 [--repeat 3]
 
@@ -6,7 +7,8 @@
    JSON values), and the join scenarios' topics if any is asked for (``join_inputs.py``:
    100,000 customers and ``--join-records`` orders; two topics of ``--join-records`` records);
 2. installs faust-streaming and quixstreams into their own venv (``benchmarks/.peers-venv``,
-   pinned versions) unless ``--no-peers``;
+   pinned versions), and Bytewax and Pathway into theirs (``dataflow_peers.py``), unless
+   ``--no-peers``;
 3. runs every scenario in its own process, interleaved over ``--repeat`` rounds (never two at
    once), each with a fresh output topic and consumer group: raw ceilings, stateless, stateful
    (count per key, RocksDB + changelog), exactly-once stateless — streamkit on both drivers, the
