@@ -123,3 +123,17 @@ def test_a_peer_run_with_a_short_final_is_not_complete_and_says_why(bench, monke
     fine = {"consumed": 300, "output_ok": None}
     bench.run.check_peer("bytewax-windowed", args, "in", "out", fine)
     assert fine["output_ok"] is True and "0 wrong" in fine["check"], fine
+
+
+def test_a_failed_install_of_their_venv_is_a_reason_to_skip_not_a_crash(bench, monkeypatch, tmp_path):
+    import subprocess
+
+    monkeypatch.setattr(bench.dataflow, "VENV", tmp_path / "venv")
+
+    def no_index(cmd, **kwargs):
+        raise subprocess.CalledProcessError(1, cmd, stderr="ERROR: No matching distribution found for pathway==0.33.0")
+
+    monkeypatch.setattr(bench.dataflow.subprocess, "run", no_index)
+    python, why = bench.dataflow.ensure_venv(log=lambda line: None)
+    assert python is None and "No matching distribution found for pathway" in why, why
+    assert not (tmp_path / "venv" / ".installed").exists()
