@@ -1,4 +1,5 @@
-"""One command, one broker, one run: streamkit vs the raw clients vs faust-streaming and Quix Streams.
+"""One command, one broker, one run: streamkit vs the raw clients vs faust-streaming, Quix Streams,
+Bytewax and Pathway.
 
     python -m benchmarks run --broker 127.0.0.1:19092 --records 1000000 [--repeat 3]
 
@@ -6,7 +7,8 @@
    JSON values), and the join scenarios' topics if any is asked for (``join_inputs.py``:
    100,000 customers and ``--join-records`` orders; two topics of ``--join-records`` records);
 2. installs faust-streaming and quixstreams into their own venv (``benchmarks/.peers-venv``,
-   pinned versions) unless ``--no-peers``;
+   pinned versions), and Bytewax and Pathway into theirs (``dataflow_peers.py``), unless
+   ``--no-peers``;
 3. runs every scenario in its own process, interleaved over ``--repeat`` rounds (never two at
    once), each with a fresh output topic and consumer group: raw ceilings, stateless, stateful
    (count per key, RocksDB + changelog), exactly-once stateless — streamkit on both drivers, the
@@ -38,6 +40,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import dataflow_peers
 import join_inputs
 import join_runs
 import latency
@@ -52,6 +55,7 @@ from common import (
     unstolen,
 )
 from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
+from peer_outputs import check_peer_output, expected_windows, read_topic
 from quick_stateless import PARTITIONS, fill_input, topic_count
 from state_size import run_state_size
 
@@ -90,13 +94,39 @@ def run_peer(python: Path, scenario: str, args: argparse.Namespace, input_topic:
         "--records", str(args.peer_records)], args.timeout)
 
 
+def input_windows(args: argparse.Namespace, input_topic: str) -> Any:
+    """The input's count per (user, minute), read once per run: what window finals must equal."""
+    if getattr(args, "input_windows", None) is None:
+        args.input_windows = expected_windows(read_topic(args.broker, input_topic))
+    return args.input_windows
+
+
+def check_peer(scenario: str, args: argparse.Namespace, input_topic: str, output: str,
+               result: dict[str, Any]) -> None:
+    """A peer's counts per key and window finals read back and checked (``peer_outputs.py``)."""
+    kind = dataflow_peers.kind(scenario) if dataflow_peers.is_dataflow(scenario) else scenario.split("-", 1)[1]
+    if "error" in result or kind not in ("stateful", "windowed"):
+        return
+    try:
+        result.update(check_peer_output(kind, read_topic(args.broker, output), result["consumed"],
+                                        input_windows(args, input_topic) if kind == "windowed" else None))
+    except Exception as exc:  # the run's figures stay; its output is not vouched for
+        result.update(output_ok=False, check=f"output not checked: {exc!r}"[:500])
+    for caveat in ("pathway-stateful", "pathway-windowed"):
+        if scenario.startswith(caveat):
+            result["check"] += dataflow_peers.CAVEATS[caveat]
+
+
 def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str, peers_python: Path | None):
     if join_runs.is_join(scenario):
         return join_runs.run_join(scenario, args, args.join_inputs, tag, peers_python)
     output, group = f"bench-out-{tag}", f"bench-{tag}"
     create_topic(args.admin, output, PARTITIONS)
     topics = [output]
-    if scenario.split("-")[0] in ("quix", "faust"):
+    if dataflow_peers.is_dataflow(scenario):  # they read the whole input: the connectors' bounded mode
+        result = dataflow_peers.run(args.dataflow_python, scenario, args, input_topic, output, group)
+        expected = args.records
+    elif scenario.split("-")[0] in ("quix", "faust"):
         assert peers_python is not None
         result = run_peer(peers_python, scenario, args, input_topic, output, group)
         expected = args.peer_records
@@ -110,9 +140,15 @@ def run_one(scenario: str, args: argparse.Namespace, input_topic: str, tag: str,
             if "stateful" in scenario or "windowed" in scenario or "fold" in scenario:
                 topics.append(f"{group}-counts-changelog")
     result["output_records"] = topic_count(args.broker, output)
-    # one output per input, except windowed scenarios (one per closed window: not checked here)
-    result["output_ok"] = result["output_records"] >= expected if args.exact_counts and "windowed" not in scenario \
-        else None
+    # one output per input, except windowed scenarios (one per closed window) and Pathway's
+    # count (one update per key per minibatch): the peers' values are checked below
+    per_record = "windowed" not in scenario and not scenario.startswith("pathway-stateful")
+    result["output_ok"] = result["output_records"] >= expected if args.exact_counts and per_record else None
+    if scenario.split("-")[0] in ("quix", "faust", *dataflow_peers.PEERS):
+        count_ok = result["output_ok"]
+        check_peer(scenario, args, input_topic, output, result)
+        if count_ok is False:
+            result["output_ok"] = False
     return result, topics
 
 
@@ -161,6 +197,7 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         "eos / alo aiokafka": ratio("streamkit-aiokafka-eos", "streamkit-aiokafka"),
         "eos confluent / quix eos": ratio("streamkit-confluent-eos", "quix-eos"),
         **join_runs.ratios(rate, summary),
+        **dataflow_peers.ratios(rate, extras, summary),
     }
     for driver in ("confluent", "aiokafka"):
         lat = extras.get(f"latency-{driver}") or {}
@@ -273,7 +310,7 @@ def run_extra(name: str, measure: Any) -> dict[str, Any]:
 def select_scenarios(args: argparse.Namespace) -> list[str]:
     """Every scenario in run order (the peers' unless ``--no-peers``), or the ``--scenarios``
     subset; the recovery ones only with ``--recovery-keys`` > 0."""
-    peers = [] if args.no_peers else PEERS + join_runs.PEER_JOINS
+    peers = [] if args.no_peers else PEERS + dataflow_peers.SCENARIOS + join_runs.PEER_JOINS
     scenarios = STREAMKIT + join_runs.JOINS + peers + EXTRAS[:-1] + ([] if args.no_peers else EXTRAS[-1:])
     if args.scenarios:
         scenarios = [s for s in scenarios if s in args.scenarios.split(",")]
@@ -301,7 +338,8 @@ def main(argv: list[str]) -> int:
                              "stolen runs are kept in the JSON (stolen_runs), out of the medians")
     parser.add_argument("--scenarios", default="", help="comma-separated subset (default: all)")
     parser.add_argument("--no-peers", action="store_true",
-                        help="skip faust-streaming and quixstreams (their scenarios and Quix's latency runs)")
+                        help="skip faust-streaming, quixstreams, bytewax and pathway (their scenarios and Quix's "
+                             "latency runs)")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="input duration of each latency run")
     parser.add_argument("--peer-recovery-faust-keys", type=int, default=200_000,
                         help="faust restores ~9k records/s: fewer keys keep its recovery runs short")
@@ -310,6 +348,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     scenarios = select_scenarios(args)
     skipped = skip_unsupported(args, scenarios)
+    if any(dataflow_peers.is_dataflow(s) for s in scenarios):
+        args.dataflow_python, why = dataflow_peers.ensure_venv()
+        if args.dataflow_python is None:
+            for name in (s for s in scenarios if dataflow_peers.is_dataflow(s)):
+                skipped[name] = why
+                print(f"skipped {name}: {why}", flush=True)
     scenarios = [s for s in scenarios if s not in skipped]
     extras_wanted = [s for s in scenarios if s in EXTRAS]
     scenarios = [s for s in scenarios if s not in EXTRAS]
@@ -360,7 +404,9 @@ def main(argv: list[str]) -> int:
                 else:
                     print(f"  {scenario} #{rep + 1}: {result['records_per_s']:,.0f} rec/s "
                           f"({result['consumed']} in {result['elapsed_s']:.1f}s), out {result['output_records']}"
-                          f"{join_runs.describe(result)}", flush=True)
+                          f"{join_runs.describe(result)}" + (f"; {result['check']}" if "check" in result else "")
+                          + (f"; parallelism {result['parallelism']}" if "parallelism" in result else ""),
+                          flush=True)
         summary = {s: summarize(r) for s, r in runs.items()}
         for driver in ("confluent", "aiokafka"):
             stateless = (summary.get(f"streamkit-{driver}") or {}).get("median_rps")
