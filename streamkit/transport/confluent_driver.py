@@ -414,10 +414,13 @@ class ConfluentConsumer(Consumer):
     async def _watermarks(self, part: TopicPartition) -> tuple[int, int]:
         """``get_watermark_offsets``, waiting while librdkafka says the partition is unknown: a
         fresh client (a restore's consumer) asks before its first metadata arrives, which after
-        a broker outage takes a while. The topics exist (the worker made sure at start), so this
-        is bounded by ``METADATA_WAIT``, then the error stands."""
+        a broker outage takes a while. The topics exist (the worker made sure at start), so once
+        the broker answers this is bounded by ``METADATA_WAIT``, then the error stands; while the
+        broker cannot be reached at all (a metadata request fails too) the wait goes on, as every
+        wait for the broker does: an outage of any length is waited out."""
         loop = asyncio.get_running_loop()
-        deadline, delay = loop.time() + self.METADATA_WAIT, 0.05
+        deadline, delay, logged = loop.time() + self.METADATA_WAIT, 0.05, 0.0
+        started = loop.time()
         while True:
             try:
                 return await self._call(self.client.get_watermark_offsets, part, timeout=10)
@@ -425,10 +428,29 @@ class ConfluentConsumer(Consumer):
                 err = exc.args[0] if exc.args else None
                 unknown = isinstance(err, KafkaError) and err.code() in (KafkaError._UNKNOWN_PARTITION,
                                                                         KafkaError._UNKNOWN_TOPIC)
-                if not unknown or loop.time() + delay > deadline:
+                if not unknown:
                     raise
+                if loop.time() + delay > deadline:
+                    known = await self._known(part)
+                    if known is False:
+                        raise  # the broker answers and has no such partition
+                    deadline = loop.time() + self.METADATA_WAIT  # it has it now, or the broker is away
+                    if known is None and loop.time() - logged >= 30:
+                        logged = loop.time()
+                        log.warning("%s[%d]: no metadata, broker unreachable for %.0fs; waiting for it",
+                                    part.topic, part.partition, loop.time() - started)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    async def _known(self, part: TopicPartition) -> bool | None:
+        """Whether the broker's metadata has ``part`` (the client has it too now); None while no
+        broker answers a metadata request."""
+        try:
+            meta = await self._call(self.client.list_topics, part.topic, timeout=5)
+        except KafkaException:
+            return None
+        topic = meta.topics.get(part.topic)
+        return topic is not None and part.partition in (topic.partitions or {})
 
 
 class ConfluentAdmin(Admin):

@@ -73,6 +73,12 @@ class LateMetadataClient:
             raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION, "Failed to get watermark offsets"))
         return (0, 42)
 
+    def list_topics(self, topic=None, timeout=None):
+        """The broker answers, and its metadata has no such partition."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions={})})
+
 
 async def test_end_offsets_wait_for_the_metadata_of_a_partition_the_client_does_not_know_yet():
     """A table restore asked for its changelog's ends a moment after a broker outage, got
@@ -86,6 +92,51 @@ async def test_end_offsets_wait_for_the_metadata_of_a_partition_the_client_does_
     try:
         await consumer.end_offsets([TP("t-changelog", 0)])
         raise AssertionError("an unknown partition must fail in the end")
+    except Exception as exc:
+        assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
+    consumer._fetch_pool.shutdown()
+    consumer._call_pool.shutdown()
+
+
+class BrokerAwayClient(LateMetadataClient):
+    """A fresh client during a broker outage: the partition stays unknown, and a metadata request
+    fails too ("all brokers down"), for ``away_for`` probes; then the broker is back."""
+
+    def __init__(self, away_for: int, partitions: int = 1) -> None:
+        super().__init__(unknown_for=10**6)
+        self.away_for, self.partitions, self.probes = away_for, partitions, 0
+
+    def list_topics(self, topic=None, timeout=None):
+        from types import SimpleNamespace
+
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.probes += 1
+        if self.probes <= self.away_for:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "all brokers down"))
+        self.unknown_for = 0  # the metadata arrived: the next watermark call answers
+        return SimpleNamespace(topics={topic: SimpleNamespace(partitions=dict.fromkeys(range(self.partitions)))})
+
+    def get_watermark_offsets(self, part, timeout=None):
+        if self.unknown_for == 0:
+            return (0, 42)
+        return super().get_watermark_offsets(part, timeout)
+
+
+async def test_end_offsets_wait_out_an_outage_longer_than_the_metadata_wait():
+    """A worker assigned as the broker went away restored its table from a fresh client whose
+    metadata never came: after METADATA_WAIT the "Unknown partition" halted it (the outage-45 s
+    chaos run on Apache Kafka 4.1, aiokafka, at-least-once: died=1). While the broker cannot be
+    reached the wait goes on; a partition the broker does not have still fails."""
+    consumer = ConfluentConsumer(Settings(broker="127.0.0.1:9"), None)
+    consumer.METADATA_WAIT = 0.2
+    consumer._client = client = BrokerAwayClient(away_for=3)
+    assert await consumer.end_offsets([TP("t-changelog", 0)]) == {TP("t-changelog", 0): 42}
+    assert client.probes == 4
+    consumer._client = LateMetadataClient(unknown_for=10**6)  # reachable, no such partition
+    try:
+        await consumer.end_offsets([TP("t-changelog", 3)])
+        raise AssertionError("a partition the broker does not have must fail")
     except Exception as exc:
         assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
     consumer._fetch_pool.shutdown()
