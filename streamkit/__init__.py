@@ -23,7 +23,7 @@ from .errors import (
 from .faust.names import AgentT, AppT, ChannelT, EventT, ModelT, Service, ServiceT, StreamT, TableT, TopicT, uuid
 from .models.record import Record
 from .runners import RUNNERS as _RUNNERS  # noqa: F401  (fills app.RUNNERS: app.main(), @app.command, app.spark)
-from .runtime.progress import Event
+from .runtime.event import Event
 from .sensors import Monitor, Sensor
 from .settings import DriverName, ErrorPolicyName, Guarantee, Settings
 from .streams.stream import Stream, current_event

@@ -22,7 +22,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .codecs import codec_for
-from .runtime.progress import Batch, Event, Subscriber
+from .runtime.event import Event
+from .runtime.inbox import Batch, Subscriber
 from .transport.base import TP, Message
 
 if TYPE_CHECKING:

@@ -15,7 +15,8 @@ import logging
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, NoReturn
 
 from ..errors import AgentFailed, ConfigurationError, exception_types, refuse_faust_options
-from ..runtime.progress import Event, Subscriber, processing
+from ..runtime.event import Event, processing
+from ..runtime.inbox import Subscriber
 from ..runtime.purge import REPARTITION_TOPIC_CONFIG
 from ..streams.stream import Chainable, Stream
 from .fold import Fold, per_record

@@ -12,7 +12,7 @@ import logging
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ..runtime.progress import processing
+from ..runtime.event import processing
 
 if TYPE_CHECKING:
     from ..streams.stream import Stream

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterable, Protocol
 
 from ..errors import ConfigurationError
-from ..runtime.progress import processing
+from ..runtime.event import processing
 
 if TYPE_CHECKING:
     from ..streams.stream import Stream

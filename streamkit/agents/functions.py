@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from ..runtime.progress import Event
+from ..runtime.event import Event
 
 if TYPE_CHECKING:
     from ..streams.stream import Stream

@@ -14,7 +14,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..codecs import codec_for
-from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..runtime.event import Event, processing
+from ..runtime.inbox import Batch, Subscriber
 from ..streams.stream import Chainable, Stream
 from ..transport.base import TP, Message
 from ..transport.partitioner import partition_for_key

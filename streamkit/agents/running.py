@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from ..runtime.progress import Event
+from ..runtime.event import Event
 
 if TYPE_CHECKING:
     from ..runtime.worker import Runtime

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable, Sequence
 
 from ..errors import NoRetry
-from ..runtime.progress import Event
+from ..runtime.event import Event
 from ..streams.stream import Stream
 
 Hook = Callable[[], Awaitable[None]]

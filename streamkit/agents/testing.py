@@ -31,7 +31,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.progress import Batch, Event, Subscriber
+from ..runtime.event import Event
+from ..runtime.inbox import Batch, Subscriber
 from ..streams.stream import Stream, current_event
 from ..transport.base import TP, Message
 from ..transport.partitioner import partition_for_key

@@ -14,7 +14,7 @@ from ..agents.agent import Agent as AgentT
 from ..app import App as AppT
 from ..channels import Channel as ChannelT
 from ..models.record import Record as ModelT
-from ..runtime.progress import Event as EventT
+from ..runtime.event import Event as EventT
 from ..streams.stream import Stream as StreamT
 from ..tables.table import Table as TableT
 from ..topics import Topic as TopicT

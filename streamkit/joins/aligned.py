@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..transport.base import TP
 
 if TYPE_CHECKING:
-    from ..runtime.progress import Batch
+    from ..runtime.inbox import Batch
 
 WAIT_CAP = 10.0  # seconds one side waits for the other's known records, at least...
 WAIT_ROUNDS = 5  # ...and fetches of the worker's consume loop meanwhile that did not bring them

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Iterator
 
 from ..codecs import RawCodec
 from ..errors import ConfigurationError
-from ..runtime.progress import Batch, Event, processing
+from ..runtime.event import Event, processing
+from ..runtime.inbox import Batch
 from ..streams.stream import Stream, _get_within
 from ..tables.late import describe_late
 from ..tables.table import DELETED, Table, TablePartition

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from ..errors import ProducerFenced, TransactionAborted
 from ..transport.base import TP, Consumer, Producer, retry_while_unreachable
-from .progress import processing
+from .event import processing
 from .router import Router
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from ..codecs import Codec
 from ..transport.base import Message, keys_and_values
-from .progress import Event
+from .event import Event
 
 
 def decode_batch(messages: Sequence[Message], key_codec: Codec, value_codec: Codec

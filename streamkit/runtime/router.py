@@ -10,8 +10,9 @@ from ..sensors import SensorDelegate
 from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .decoding import decode_batch
+from .event import Event, processing
+from .inbox import Barrier, Batch, Subscriber
 from .partitions import SourcePartitions
-from .progress import Barrier, Batch, Event, Subscriber, processing
 
 
 @dataclass

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from ..transport.base import TP, Headers, Producer, retry_while_unreachable
-from .progress import processing
+from .event import processing
 
 if TYPE_CHECKING:
     from ..transport.base import Driver

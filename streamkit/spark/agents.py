@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from ..agents.supervision import supervise
 from ..runtime.dead_letters import ErrorPolicy
 from ..runtime.decoding import decode_batch
-from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..runtime.event import Event, processing
+from ..runtime.inbox import Batch, Subscriber
 from ..streams.stream import Stream
 from ..transport.base import TP, Message
 from . import rows

@@ -28,7 +28,8 @@ import pyarrow as pa
 from ..agents.rekeying import group_key
 from ..errors import ConfigurationError, NoRetry
 from ..joins.tables import JoinedTable
-from ..runtime.progress import Event, Subscriber, processing
+from ..runtime.event import Event, processing
+from ..runtime.inbox import Subscriber
 from ..streams.stream import Stream
 from ..tables.marks import MARK_KEY
 from ..tables.stores import MemoryStore

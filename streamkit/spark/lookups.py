@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 
-from ..runtime.progress import Event
+from ..runtime.event import Event
 from ..tables.marks import MARK_KEY
 from ..tables.table import TablePartition
 from ..transport.base import Message

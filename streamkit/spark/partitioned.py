@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..errors import SparkUnsupported
 from ..joins.windowed import JoinStream
 from ..runtime.dead_letters import dead_letter_headers
-from ..runtime.progress import Event
+from ..runtime.event import Event
 from ..streams.stream import Stream
 from ..tables.stores import MemoryStore
 from ..tables.table import Table, TablePartition

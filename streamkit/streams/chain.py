@@ -12,7 +12,7 @@ import asyncio
 import inspect
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable
 
-from ..runtime.progress import Event, processing
+from ..runtime.event import Event, processing
 
 if TYPE_CHECKING:
     from ..topics import Topic

@@ -16,7 +16,7 @@ import asyncio
 from collections import deque
 from typing import Any, AsyncIterator, Protocol
 
-from ..runtime.progress import Event, processing
+from ..runtime.event import Event, processing
 from .chain import Chainable, Derived
 
 MAX_LAG = 1000  # records a branch may run ahead of the slowest one

@@ -10,7 +10,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Generic, TypeVar
 
-from ..runtime.progress import Batch, Event, Subscriber, processing
+from ..runtime.event import Event, processing
+from ..runtime.inbox import Batch, Subscriber
 from ..sensors import NO_SENSORS
 from ..transport.base import TP
 from .chain import Chainable, Derived, Rebuild, current_event

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..codecs import codec_for
 from ..errors import ConfigurationError, StreamkitError
-from ..runtime.progress import processing
+from ..runtime.event import processing
 from ..transport.partitioner import hash_partition
 from .declared_changelog import adopt as adopt_changelog
 from .stores import MemoryStore, Store

@@ -132,7 +132,8 @@ async def test_records_before_the_one_that_failed_count_as_processed_at_once():
     """A checkpoint taken while the failed record waits for its retry or the error policy
     commits up to it: the records before it sent their outputs already (under exactly-once
     those are in the transaction that commits that offset)."""
-    from streamkit.runtime.progress import Batch, Event, Subscriber
+    from streamkit.runtime.event import Event
+    from streamkit.runtime.inbox import Batch, Subscriber
     from streamkit.streams.stream import Stream
     from streamkit.transport.base import Message
 

@@ -9,9 +9,10 @@ import pytest
 
 from streamkit.joins import aligned
 from streamkit.joins.aligned import AlignmentCounters, TimeAligner
+from streamkit.runtime.event import Event
+from streamkit.runtime.inbox import Batch
 from streamkit.runtime.partitions import SourcePartitions
 from streamkit.runtime.pauses import PauseLedger
-from streamkit.runtime.progress import Batch, Event
 from streamkit.runtime.router import Router
 from streamkit.transport.base import TP, Message
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import streamkit as sk
-from streamkit.runtime.progress import Event, processing
+from streamkit.runtime.event import Event, processing
 from streamkit.transport.base import Message
 from streamkit.transport.partitioner import partition_for_key
 

@@ -7,7 +7,8 @@ freeing them all at once held the event loop for tens of milliseconds — the la
 import uuid
 
 import streamkit as sk
-from streamkit.runtime.progress import Batch, Event, Subscriber
+from streamkit.runtime.event import Event
+from streamkit.runtime.inbox import Batch, Subscriber
 from streamkit.testing import wait_for
 from streamkit.transport import TP
 from streamkit.transport.base import Message

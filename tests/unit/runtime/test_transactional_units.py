@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 import streamkit as sk
-from streamkit.runtime.progress import processing
+from streamkit.runtime.event import processing
 from streamkit.runtime.transactions import TransactionalProducer
 from streamkit.testing import wait_for
 from streamkit.transport.base import TP

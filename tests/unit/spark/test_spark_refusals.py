@@ -195,7 +195,7 @@ def test_sending_from_a_generator_is_refused():
 
 
 async def _outputs(agent_name, values, **conf):
-    from streamkit.runtime.progress import Event
+    from streamkit.runtime.event import Event
     from streamkit.spark.agents import AgentRun, drive
     from streamkit.transport.base import Message
 

@@ -17,7 +17,8 @@ from datetime import timedelta
 import pytest
 
 import streamkit as sk
-from streamkit.runtime.progress import Barrier, Batch, Event, Subscriber
+from streamkit.runtime.event import Event
+from streamkit.runtime.inbox import Barrier, Batch, Subscriber
 from streamkit.streams.stream import Stream
 from streamkit.testing import wait_for
 from streamkit.transport.base import TP, Message

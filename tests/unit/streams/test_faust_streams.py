@@ -121,7 +121,7 @@ async def test_join_and_map_ask_the_agent_about_each_value():
 
 
 def test_event_ack_outside_a_noack_stream_says_what_it_is_for():
-    from streamkit.runtime.progress import Event
+    from streamkit.runtime.event import Event
     from streamkit.transport.base import Message
 
     with pytest.raises(RuntimeError, match="stream.noack\\(\\) stream"):

@@ -98,7 +98,7 @@ async def test_combine_merges_an_agent_stream_with_another_iterable():
 
 
 def test_tee_and_combine_refuse_what_cannot_work():
-    from streamkit.runtime.progress import Subscriber
+    from streamkit.runtime.inbox import Subscriber
     from streamkit.streams.stream import Stream
 
     stream = Stream(Subscriber("t", 1))

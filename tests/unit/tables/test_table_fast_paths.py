@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 import streamkit as sk
-from streamkit.runtime.progress import Event, processing
+from streamkit.runtime.event import Event, processing
 from streamkit.tables.table import PartitionNotLocal
 from streamkit.tables.task_keys import WrongPartition
 from streamkit.transport.base import Message

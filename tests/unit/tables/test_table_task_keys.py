@@ -8,7 +8,7 @@ import pytest
 
 import streamkit as sk
 from streamkit.errors import ConfigurationError
-from streamkit.runtime.progress import Event, processing
+from streamkit.runtime.event import Event, processing
 from streamkit.tables.task_keys import WrongPartition
 from streamkit.testing import wait_for
 from streamkit.transport.base import Message

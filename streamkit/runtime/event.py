@@ -1,19 +1,12 @@
-"""Which delivered records are processed, per subscriber and partition, in batch granularity.
-
-A batch is handed to exactly one consumer at a time and acknowledged as a prefix count, so an
-ack is one integer store. Commit offsets are derived at checkpoint time (never per record): the
-first unacknowledged offset of the oldest unfinished batch, i.e. contiguous progress only.
+"""The record in hand: ``Event`` (one decoded record and where it came from) and ``processing``,
+the context variable holding the record the current task is processing (``current_event()``).
 """
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from contextvars import ContextVar
-from typing import Any, Sequence
+from typing import Any
 
 import msgspec
-
-from ..transport.base import TP
 
 # The record being processed in this task: an Event (agents), or a raw Message while a record
 # that failed to decode is handed to the error policy. Exactly-once routes sends by it.
@@ -106,92 +99,3 @@ class Event(msgspec.Struct, eq=False):
 
     def __repr__(self) -> str:
         return f"<Event {self.topic}[{self.partition}]@{self.offset} key={self.key!r}>"
-
-
-class Batch:
-    """Events of one partition delivered together; ``acked`` counts the processed prefix."""
-
-    __slots__ = ("tp", "events", "acked", "revoked")
-
-    def __init__(self, tp: TP, events: list[Event]) -> None:
-        self.tp = tp
-        self.events = events
-        self.acked = 0
-        self.revoked = False
-
-
-class Barrier:
-    """Stops streams between records while an exactly-once checkpoint commits.
-
-    A cursor that holds no record waits here before taking the next one, so once every cursor
-    holds nothing, the tables and outputs reflect exactly the records below the commit offsets.
-    """
-
-    __slots__ = ("closed", "_open")
-
-    def __init__(self) -> None:
-        self.closed = False
-        self._open = asyncio.Event()
-        self._open.set()
-
-    def close(self) -> None:
-        self.closed = True
-        self._open.clear()
-
-    def open(self) -> None:
-        self.closed = False
-        self._open.set()
-
-    async def wait(self) -> None:
-        await self._open.wait()
-
-
-class Subscriber:
-    """A bounded inbox of batches plus what is still unprocessed in it (router → stream)."""
-
-    def __init__(self, name: str, max_batches: int, barrier: Barrier | None = None) -> None:
-        self.name = name
-        self.barrier = barrier
-        self.inbox: asyncio.Queue[Batch] = asyncio.Queue(max_batches)
-        self.pending: dict[TP, deque[Batch]] = {}
-        self.cursors: list[Any] = []  # the Streams reading this inbox (one per agent instance)
-        self.raw = False  # its batches' events left undecoded (a columnar agent decodes them into Arrow)
-
-    async def put(self, batch: Batch) -> None:
-        queue = self.pending.get(batch.tp)
-        if queue is None:
-            queue = self.pending[batch.tp] = deque()
-        # Finished batches go now, not at the next checkpoint: kept, a commit interval's records
-        # stayed alive (memory, longer full collections) and were freed in one loop step.
-        while queue and queue[0].acked >= len(queue[0].events):
-            queue.popleft()
-        queue.append(batch)
-        await self.inbox.put(batch)
-
-    def first_unprocessed(self, tp: TP) -> int | None:
-        """Offset of the oldest record not yet processed on ``tp``; None when all are done."""
-        queue = self.pending.get(tp)
-        while queue:
-            batch = queue[0]
-            if batch.acked < len(batch.events):
-                return batch.events[batch.acked].offset
-            queue.popleft()
-        return None
-
-    def revoke(self, tps: Sequence[TP]) -> None:
-        """Stop handing out these partitions' queued records (the new owner reprocesses them)."""
-        for tp in tps:
-            for batch in self.pending.get(tp, ()):
-                batch.revoked = True
-
-    def forget(self, tps: Sequence[TP]) -> None:
-        for tp in tps:
-            self.pending.pop(tp, None)
-
-    def busy_with(self, tps: set[TP]) -> bool:
-        """True while a cursor still holds an unfinished record of one of ``tps``."""
-        return any(cursor.holds_any(tps) for cursor in self.cursors)
-
-    def holding(self) -> list[Any]:
-        """Events some cursor is in the middle of processing (exactly-once waits for none)."""
-        return [event for cursor in self.cursors for event in cursor.held_events()]
