@@ -412,9 +412,10 @@ class ConfluentConsumer(Consumer):
         return {tp: (await self._watermarks(TopicPartition(*tp)))[0] for tp in tps}
 
     async def _watermarks(self, part: TopicPartition) -> tuple[int, int]:
-        """``get_watermark_offsets``, waiting while librdkafka says the partition is unknown: a
-        fresh client (a restore's consumer) asks before its first metadata arrives, which after
-        a broker outage takes a while. The topics exist (the worker made sure at start), so once
+        """``get_watermark_offsets``, waiting while librdkafka says the partition is unknown or
+        led by another broker: a fresh client (a restore's consumer) asks before its first
+        metadata arrives, which after a broker outage takes a while, and right after one the
+        client's leader may be stale until its metadata refresh. The topics exist (the worker made sure at start), so once
         the broker answers this is bounded by ``METADATA_WAIT``, then the error stands; while the
         broker cannot be reached at all (a metadata request fails too) the wait goes on, as every
         wait for the broker does: an outage of any length is waited out."""
@@ -426,9 +427,7 @@ class ConfluentConsumer(Consumer):
                 return await self._call(self.client.get_watermark_offsets, part, timeout=10)
             except KafkaException as exc:
                 err = exc.args[0] if exc.args else None
-                unknown = isinstance(err, KafkaError) and err.code() in (KafkaError._UNKNOWN_PARTITION,
-                                                                        KafkaError._UNKNOWN_TOPIC)
-                if not unknown:
+                if not (isinstance(err, KafkaError) and err.code() in _METADATA_PENDING):
                     raise
                 if loop.time() + delay > deadline:
                     known = await self._known(part)
@@ -451,6 +450,11 @@ class ConfluentConsumer(Consumer):
             return None
         topic = meta.topics.get(part.topic)
         return topic is not None and part.partition in (topic.partitions or {})
+
+
+# librdkafka's answers while the client's metadata is not there yet or not current
+_METADATA_PENDING = frozenset((KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_TOPIC,
+                               KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE))
 
 
 class ConfluentAdmin(Admin):

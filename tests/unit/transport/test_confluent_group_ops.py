@@ -141,3 +141,28 @@ async def test_end_offsets_wait_out_an_outage_longer_than_the_metadata_wait():
         assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
     consumer._fetch_pool.shutdown()
     consumer._call_pool.shutdown()
+
+
+class StaleLeaderClient(LateMetadataClient):
+    """Right after a frozen broker came back: "Not leader for partition" until the client's
+    metadata refresh finds the leader."""
+
+    def get_watermark_offsets(self, part, timeout=None):
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.calls += 1
+        if self.calls <= self.unknown_for:
+            raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION, "Failed to get watermark offsets"))
+        return (0, 42)
+
+
+async def test_end_offsets_wait_while_the_client_looks_for_the_partitions_leader():
+    """A worker restoring its table as a frozen broker came back halted on "Not leader for
+    partition" (the freeze-45 s chaos run on Apache Kafka 4.1, confluent, at-least-once:
+    died=1). The leader is found by the next metadata refresh: wait for it."""
+    consumer = ConfluentConsumer(Settings(broker="127.0.0.1:9"), None)
+    consumer._client = client = StaleLeaderClient(unknown_for=3)
+    assert await consumer.end_offsets([TP("t-changelog", 0)]) == {TP("t-changelog", 0): 42}
+    assert client.calls == 4
+    consumer._fetch_pool.shutdown()
+    consumer._call_pool.shutdown()
