@@ -190,7 +190,8 @@ class Settings:
     middle-generation passes paused the loop 45-100 ms (docs/decisions/0008-gc-young-threshold.md).
     Startup objects are frozen out of full collections. 0 leaves the collector alone."""
     stream_buffer_batches: int = 8
-    """Batches queued per stream before the consumer loop waits (backpressure)."""
+    """Batches queued per stream before their partitions are paused at the consumer until the
+    stream catches up (backpressure; the worker's other streams and rebalances go on)."""
     compression: str = "none"
     """Producer compression: none, gzip, snappy, lz4 or zstd."""
     acks: str = "all"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..transport.base import TP
 from .event import Event
@@ -53,18 +53,67 @@ class Barrier:
         await self._open.wait()
 
 
+class Inbox(asyncio.Queue[Batch]):
+    """A subscriber's queue of batches with a bound (``stream_buffer_batches``) kept two ways.
+
+    The router never waits for room: it ``offer``s a batch and, the inbox full, pauses the
+    batch's partition at the consumer until the stream has taken enough (``on_room``). Awaiting
+    the room instead held the whole consume loop behind one slow agent: no topic was fetched,
+    the worker's other agents starved, and a rebalance was answered only once it drained (Kafka
+    Streams and Faust pause the partition too). Other senders (channels, tests) ``put`` and
+    wait for room as on a bounded queue."""
+
+    def __init__(self, bound: int) -> None:
+        super().__init__()  # unbounded underneath: the router's batch always goes in
+        self.bound = max(1, bound)
+        self.on_room: Callable[[], None] | None = None  # called when a get leaves room again
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def at_bound(self) -> bool:
+        """Holds ``bound`` batches or more (``full()`` stays asyncio's: never, unbounded)."""
+        return self.qsize() >= self.bound
+
+    def get_nowait(self) -> Batch:  # asyncio.Queue.get() ends here too
+        batch = super().get_nowait()
+        if self.qsize() < self.bound:
+            self._room.set()
+            if self.on_room is not None:
+                self.on_room()
+        return batch
+
+    async def put(self, item: Batch) -> None:
+        while self.at_bound():
+            self._room.clear()
+            await self._room.wait()
+        self.put_nowait(item)
+
+
 class Subscriber:
     """A bounded inbox of batches plus what is still unprocessed in it (router → stream)."""
 
     def __init__(self, name: str, max_batches: int, barrier: Barrier | None = None) -> None:
         self.name = name
         self.barrier = barrier
-        self.inbox: asyncio.Queue[Batch] = asyncio.Queue(max_batches)
+        self.inbox = Inbox(max_batches)
+        self.held_back: set[TP] = set()  # partitions paused because this inbox was full (router.py)
         self.pending: dict[TP, deque[Batch]] = {}
         self.cursors: list[Any] = []  # the Streams reading this inbox (one per agent instance)
         self.raw = False  # its batches' events left undecoded (a columnar agent decodes them into Arrow)
 
     async def put(self, batch: Batch) -> None:
+        """Queue ``batch``, waiting while the inbox is full."""
+        self._track(batch)
+        await self.inbox.put(batch)
+
+    def offer(self, batch: Batch) -> bool:
+        """Queue ``batch`` without waiting; True when the inbox is full now (the router pauses
+        the partition until it has room)."""
+        self._track(batch)
+        self.inbox.put_nowait(batch)
+        return self.inbox.at_bound()
+
+    def _track(self, batch: Batch) -> None:
         queue = self.pending.get(batch.tp)
         if queue is None:
             queue = self.pending[batch.tp] = deque()
@@ -73,7 +122,6 @@ class Subscriber:
         while queue and queue[0].acked >= len(queue[0].events):
             queue.popleft()
         queue.append(batch)
-        await self.inbox.put(batch)
 
     def first_unprocessed(self, tp: TP) -> int | None:
         """Offset of the oldest record not yet processed on ``tp``; None when all are done."""

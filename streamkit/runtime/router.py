@@ -13,6 +13,7 @@ from .decoding import decode_batch
 from .event import Event, processing
 from .inbox import Barrier, Batch, Subscriber
 from .partitions import SourcePartitions
+from .pauses import PauseLedger
 
 
 @dataclass
@@ -29,6 +30,7 @@ class Router:
         self.routes: dict[str, Route] = {}
         self.partitions = partitions if partitions is not None else SourcePartitions()  # the TaskManager's
         self.barrier = Barrier()
+        self.pauses: PauseLedger | None = None  # with the consumer: a full inbox pauses its partition
         self.held_letters: HeldDeadLetters | None = None  # exactly-once: the checkpoint sends them
         self.records_in = 0
         self.frozen = False  # set once the worker froze its topology: no new topic after that
@@ -44,6 +46,7 @@ class Router:
                     "`async for`, unconditionally, so the worker sees it when it starts")
             route = self.routes[topic.name] = Route(topic)
         subscriber.barrier = self.barrier
+        subscriber.inbox.on_room = lambda: self._room_in(subscriber)
         route.subscribers.append(subscriber)
 
     def topics(self) -> list[str]:
@@ -100,9 +103,13 @@ class Router:
                     continue
                 if state.rewinds != rewinds:
                     break
-                if sensors.active and subscriber.inbox.full():
+                if sensors.active and subscriber.inbox.at_bound():
                     sensors.call("on_topic_buffer_full", tp)
-                await subscriber.put(Batch(tp, given))
+                if self.pauses is None:  # no consumer to pause (a runtime starting): wait for room
+                    await subscriber.put(Batch(tp, given))
+                elif subscriber.offer(Batch(tp, given)):
+                    subscriber.held_back.add(tp)  # read again once the stream makes room
+                    self.pauses.hold(_inbox_full(subscriber), [tp])
         self.records_in += len(messages)
         if state.rewinds != rewinds:  # rewound while this batch was queued: it was revoked, it comes again
             return
@@ -117,6 +124,13 @@ class Router:
         """How far ``tp`` was handed to every subscriber (None: nothing since its assignment)."""
         state = self.partitions.get(tp)
         return state.delivered if state is not None else None
+
+    def _room_in(self, subscriber: Subscriber) -> None:
+        """``subscriber``'s stream took a batch and left room: its held-back partitions are read
+        again (each still paused for any other reason stays paused for that)."""
+        if subscriber.held_back and self.pauses is not None:
+            held, subscriber.held_back = subscriber.held_back, set()
+            self.pauses.release(_inbox_full(subscriber), held)
 
     def reading(self) -> list[TP]:
         """Partitions with a batch delivered or being delivered since their assignment (or last
@@ -163,3 +177,8 @@ class Router:
         for route in self.routes.values():
             for subscriber in route.subscribers:
                 subscriber.forget(tps)
+
+
+def _inbox_full(subscriber: Subscriber) -> str:
+    """The pause reason of a partition held back by ``subscriber``'s full inbox."""
+    return f"inbox of {subscriber.name} full"

@@ -161,6 +161,7 @@ class Runtime(Service):
         self.group_protocol = await self._choose_group_protocol(self.topology)
         self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
         self.pauses = PauseLedger(self.consumer, self.tasks.partitions)
+        self.router.pauses = self.pauses
         await self.consumer.start()
         if self.txns is not None:
             self.checkpoint = ExactlyOnceCheckpoint(self.router, self.consumer, self.txns,
