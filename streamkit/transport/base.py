@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("streamkit.transport")
 
 
+# librdkafka's KafkaError names for "no broker answers" (by name: this module imports no client)
+_LIBRDKAFKA_BROKER_AWAY = frozenset(("_ALL_BROKERS_DOWN", "_TIMED_OUT"))
+
+
 def is_retriable(exc: BaseException) -> bool:
     """True for a failure a client reports while the broker is unreachable or busy: the same
     call may be made again (aiokafka and the memory broker mark their errors ``retriable``;
@@ -36,6 +40,9 @@ def is_retriable(exc: BaseException) -> bool:
         inner = current.args[0] if current.args else None
         check = getattr(inner, "retriable", None)
         if callable(check) and check():
+            return True
+        name = getattr(inner, "name", None)  # librdkafka's local errors for a broker away, not flagged retriable
+        if callable(name) and name() in _LIBRDKAFKA_BROKER_AWAY:
             return True
         if isinstance(current, (ConnectionError, asyncio.TimeoutError)):
             return True

@@ -166,3 +166,25 @@ async def test_end_offsets_wait_while_the_client_looks_for_the_partitions_leader
     assert client.calls == 4
     consumer._fetch_pool.shutdown()
     consumer._call_pool.shutdown()
+
+
+async def test_a_restore_waits_while_librdkafka_says_all_brokers_are_down():
+    """The outage-45 s chaos run (Apache Kafka 4.1, aiokafka, at-least-once) halted a restoring
+    worker on "Local: All broker connections are down" from get_watermark_offsets: librdkafka
+    does not flag it retriable, so the wait for the broker gave up at once."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamkit.transport.base import is_retriable, retry_while_unreachable
+
+    calls = []
+
+    async def ends():
+        calls.append(1)
+        if len(calls) <= 2:
+            raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN, "All broker connections are down"))
+        return 42
+
+    assert is_retriable(KafkaException(KafkaError(KafkaError._TIMED_OUT, "request timed out")))
+    assert not is_retriable(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied")))
+    assert await retry_while_unreachable(ends, "changelog end offsets") == 42
+    assert len(calls) == 3
