@@ -76,9 +76,13 @@ class Inbox(asyncio.Queue[Batch]):
 
     def get_nowait(self) -> Batch:  # asyncio.Queue.get() ends here too
         batch = super().get_nowait()
-        if self.qsize() < self.bound:
+        left = self.qsize()
+        if left < self.bound:
             self._room.set()
-            if self.on_room is not None:
+            # Held-back partitions are read again at half the bound, not at the first free slot:
+            # a pause and resume per batch taken would make the client drop and fetch again what
+            # it had prefetched for them, batch after batch.
+            if left <= self.bound // 2 and self.on_room is not None:
                 self.on_room()
         return batch
 
