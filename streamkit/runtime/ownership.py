@@ -96,6 +96,10 @@ class PartitionOwnership:
                 self._runtime.pauses.hold("assigning", tps)
             try:
                 await self._handle_assigned(tps)
+            except Exception as exc:  # its partitions would stay paused (fencing, recovery): halt, loudly
+                log.error("handling the assignment of %s failed: %r", describe_tps(tps), exc)
+                await self._runtime.fail(exc)
+                raise
             finally:
                 if self._runtime.pauses is not None and not self.failed.is_set():  # a halting worker reads no more
                     self._runtime.pauses.release("assigning", tps)

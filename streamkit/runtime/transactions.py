@@ -78,14 +78,27 @@ class TransactionalProducer(Producer):
         self._open.set()
 
     async def _open_unit(self, task: TransactionUnit, transactional_id: str) -> None:
-        """Register the id (fencing any older producer that used it) and begin a transaction."""
-        producer = self.driver.producer(transactional_id=transactional_id)
-        await producer.start()
-        await producer.init_transactions()
-        await producer.begin_transaction()
+        """Register the id (fencing any older producer that used it) and begin a transaction;
+        a broker away meanwhile is waited out (a failed attempt's producer is closed first)."""
+        producer = await retry_while_unreachable(lambda: self._started(transactional_id),
+                                                 f"transactional producer {transactional_id!r}")
         self.units[task] = producer
         self._routes.clear()
         log.info("transactional producer %r ready", transactional_id)
+
+    async def _started(self, transactional_id: str) -> Producer:
+        producer = self.driver.producer(transactional_id=transactional_id)
+        try:
+            await producer.start()
+            await producer.init_transactions()
+            await producer.begin_transaction()
+        except BaseException:
+            try:
+                await producer.stop()
+            except Exception as exc:  # a client that never connected: nothing to flush
+                log.debug("closing a producer that failed to start: %r", exc)
+            raise
+        return producer
 
     async def assigned(self, tps: list[TP]) -> None:
         """EOS v1: a producer per newly owned task, created before any of its records is read."""

@@ -374,3 +374,43 @@ async def test_a_records_send_held_through_a_rolled_back_commit_is_dropped(per_p
         assert txns.rolled_back_dropped == (1 if per_partition else 2)
     finally:
         await txns.stop()
+
+
+async def test_a_task_producer_that_cannot_reach_the_broker_is_opened_once_it_is_back():
+    """EOS v1 opens a task's producer as its partitions are assigned. A frozen broker at that
+    moment failed ``start()`` (aiokafka: KafkaConnectionError, retriable); the error escaped the
+    assignment callback, the partitions stayed paused for "fencing" and the worker stalled for
+    good (the freeze-45 s chaos run on Apache Kafka 4.1, aiokafka, exactly-once: 1,000 of 20,000
+    outputs). The broker away is waited out, and the producers that failed are closed."""
+    from aiokafka.errors import KafkaConnectionError
+
+    name = f"away-{uuid.uuid4().hex[:6]}"
+    app = sk.App(name, broker=f"memory://{name}", driver="memory")
+    driver = MemoryDriver(app.conf)
+    driver.broker.create_topic("in", 2)
+    made: list[MemoryProducer] = []
+    stopped: list[MemoryProducer] = []
+    real_producer = driver.producer
+
+    def producer(**kwargs):
+        made_one = real_producer(**kwargs)
+        if kwargs.get("transactional_id") is None:
+            return made_one  # the plain producer, started before the outage
+        made.append(made_one)
+        if len(made) <= 2:  # the task producer's first two attempts meet the broker away
+            async def start():
+                raise KafkaConnectionError("Unable to bootstrap from 127.0.0.1:29092")
+
+            async def stop():
+                stopped.append(made_one)
+
+            made_one.start, made_one.stop = start, stop
+        return made_one
+
+    driver.producer = producer
+    txns = TransactionalProducer(driver, name, per_partition=True, transactional_id=f"{name}-w",
+                                 partition_count=lambda _topic: 2)
+    await txns.start()
+    await txns.assigned([TP("in", 1)])
+    assert set(txns.units) == {(2, 1)} and len(made) == 3
+    assert stopped == made[:2]
