@@ -89,7 +89,10 @@ class TransactionalProducer(Producer):
     async def _started(self, transactional_id: str) -> Producer:
         producer = self.driver.producer(transactional_id=transactional_id)
         try:
-            await producer.start()
+            try:
+                await producer.start()
+            except AssertionError as exc:  # aiokafka, given metadata without brokers as one comes back
+                raise ConnectionError(f"starting the producer: {exc!r}") from exc  # retriable: try again
             await producer.init_transactions()
             await producer.begin_transaction()
         except BaseException:
