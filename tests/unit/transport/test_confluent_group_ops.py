@@ -80,6 +80,17 @@ class LateMetadataClient:
         return SimpleNamespace(topics={topic: SimpleNamespace(partitions={})})
 
 
+async def fails_as_unknown(consumer: ConfluentConsumer, tp: TP) -> None:
+    """``end_offsets`` of ``tp`` ends in librdkafka's "Unknown partition"; the consumer is closed."""
+    try:
+        await consumer.end_offsets([tp])
+        raise AssertionError(f"{tp} must fail in the end: the broker does not have it")
+    except Exception as exc:
+        assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
+    consumer._fetch_pool.shutdown()
+    consumer._call_pool.shutdown()
+
+
 async def test_end_offsets_wait_for_the_metadata_of_a_partition_the_client_does_not_know_yet():
     """A table restore asked for its changelog's ends a moment after a broker outage, got
     "Unknown partition" and halted the worker (the frozen-broker chaos run on Apache Kafka)."""
@@ -89,13 +100,7 @@ async def test_end_offsets_wait_for_the_metadata_of_a_partition_the_client_does_
     assert client.calls == 4
     consumer._client = LateMetadataClient(unknown_for=10**6)  # a partition that never appears: bounded
     consumer.METADATA_WAIT = 0.3
-    try:
-        await consumer.end_offsets([TP("t-changelog", 0)])
-        raise AssertionError("an unknown partition must fail in the end")
-    except Exception as exc:
-        assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
-    consumer._fetch_pool.shutdown()
-    consumer._call_pool.shutdown()
+    await fails_as_unknown(consumer, TP("t-changelog", 0))
 
 
 class BrokerAwayClient(LateMetadataClient):
@@ -134,13 +139,7 @@ async def test_end_offsets_wait_out_an_outage_longer_than_the_metadata_wait():
     assert await consumer.end_offsets([TP("t-changelog", 0)]) == {TP("t-changelog", 0): 42}
     assert client.probes == 4
     consumer._client = LateMetadataClient(unknown_for=10**6)  # reachable, no such partition
-    try:
-        await consumer.end_offsets([TP("t-changelog", 3)])
-        raise AssertionError("a partition the broker does not have must fail")
-    except Exception as exc:
-        assert "Unknown partition" in str(exc) or "_UNKNOWN_PARTITION" in str(exc), exc
-    consumer._fetch_pool.shutdown()
-    consumer._call_pool.shutdown()
+    await fails_as_unknown(consumer, TP("t-changelog", 3))
 
 
 class StaleLeaderClient(LateMetadataClient):
