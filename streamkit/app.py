@@ -12,6 +12,7 @@ from .agents.replies import Replies
 from .background import Background, LeaderFlag
 from .errors import ConfigurationError, exception_types, refuse_faust_options
 from .faust.app_settings import apply_faust_app_settings
+from .runtime.context import ProcessingContext
 from .runtime.topic_creation import TopicsOnFirstSend
 from .scheduled_sends import ScheduledSends
 from .sensors import Monitor, SensorDelegate
@@ -62,6 +63,9 @@ class App:
         self.on_after_configured = Signal("on_after_configured", self)
         self._configured = False
         self.sensors = SensorDelegate()  # Faust's app.sensors.add(sensor) (sensors.py)
+        # what topics, tables and joins use of the running worker (runtime/context.py): handed to
+        # each as it is made, bound to each worker from its start until it has stopped
+        self.processing = ProcessingContext()
         self.runtime: Any = None
         self._timers: Timers | None = None
         self._driver: Driver | None = None
@@ -592,6 +596,7 @@ class App:
         await self.on_worker_init.send()
         listeners = self._bind_web()  # before the group is joined: a taken port rebalances no one
         self.runtime = Runtime(self, table_manager=TableManager)
+        self.processing.bind(self.runtime)
         try:
             await self.runtime.start()
         except BaseException:
@@ -600,6 +605,7 @@ class App:
             runtime, self.runtime = self.runtime, None
             with contextlib.suppress(Exception):
                 await runtime.stop()
+            self.processing.unbind(runtime)
             self.conf.freeze(False)
             raise
         if listeners is not None:
@@ -648,7 +654,10 @@ class App:
             await web.stop()
         if self.runtime is not None:
             runtime, self.runtime = self.runtime, None
-            await runtime.stop()
+            try:
+                await runtime.stop()  # its final checkpoint still uses the context
+            finally:
+                self.processing.unbind(runtime)
             self._last_runtime = runtime
             self.conf.freeze(False)
         if self._client_producer is not None:

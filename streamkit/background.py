@@ -61,7 +61,8 @@ class Background:
 
     async def _run(self, app: Any, fun: Callable[..., Awaitable[Any]], on_leader: bool, name: str) -> None:
         if on_leader:
-            while app.runtime is not None and not app.runtime.rebalances:
+            context = app.processing
+            while context.running and not context.rebalances:
                 await asyncio.sleep(LEADER_WAIT_POLL)
             if not app.is_leader:
                 log.info("task %s runs on the leader only; this worker is not it", name)

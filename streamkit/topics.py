@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .codecs import Codec, codec_for
+from .runtime.context import ProcessingContext
 from .scheduled_sends import SENT
 from .transport.base import Headers, TopicSpec, delivery_position
 
@@ -42,6 +43,7 @@ class Topic:
         internal: bool = False,
     ) -> None:
         self.app = app
+        self.context: ProcessingContext = app.processing  # the worker's producer while one runs
         self.name = name
         self.key_type = key_type
         self.value_type = value_type
@@ -129,7 +131,7 @@ class Topic:
     async def _send_sensed(self, key: Any, value: Any, key_bytes: bytes | None, value_bytes: bytes | None,
                            headers: Any, ts: int | None, partition: int | None) -> asyncio.Future:
         """A send the app's sensors hear of: ``on_send_initiated``, then ``_completed`` or ``_error``."""
-        sensors, producer = self.app.sensors, self.app.runtime.producer if self.app.runtime is not None else None
+        sensors, producer = self.app.sensors, self.context.producer
         message = PendingMessage(self.name, key, value, list(headers or []))
         states = sensors.call("on_send_initiated", producer, self.name, message, len(key_bytes or b""),
                               len(value_bytes or b""))
@@ -151,22 +153,21 @@ class Topic:
 
     def try_send_soon(self, key: Any = None, value: Any = None) -> bool:
         """``send_soon`` without a coroutine when the producer has room (False: use ``send_soon``)."""
-        app = self.app
-        runtime = app.runtime
-        if runtime is None or runtime.producer is None or app.sensors.active:
+        app, producer = self.app, self.context.producer
+        if producer is None or app.sensors.active:
             return False
         if self.name not in app.topic_creation.known:
             return False  # not created yet: send_soon creates it first
-        return runtime.producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
+        return producer.try_send(self.name, self.key_codec.encode(key), self.value_codec.encode(value))
 
     def bound_try_send_soon(self) -> Callable[[Any, Any], bool] | None:
         """``try_send_soon`` with the running worker's producer and this topic's codecs looked
         up once (an agent's batch loop calls it per record); None before the worker starts, or
         while the topic is not created yet (its first send creates it: ``send_soon``)."""
-        runtime = self.app.runtime
-        if runtime is None or runtime.producer is None or self.name not in self.app.topic_creation.known:
+        producer = self.context.producer
+        if producer is None or self.name not in self.app.topic_creation.known:
             return None
-        sensors, try_send, name = self.app.sensors, runtime.producer.try_send, self.name
+        sensors, try_send, name = self.app.sensors, producer.try_send, self.name
         encode_key, encode_value = self.key_codec.encode, self.value_codec.encode
 
         def send(key: Any, value: Any) -> bool:
@@ -187,7 +188,7 @@ class Topic:
         ts = round(timestamp * 1000) if timestamp is not None else None
         app = self.app
         if not app.sensors.active and not app.scheduled_sends.pending:  # (those first: the records' order)
-            producer = app.runtime.producer if app.runtime is not None else None
+            producer = self.context.producer
             if (producer is not None and self.name in app.topic_creation.known
                     and producer.try_send(self.name, key_bytes, value_bytes, partition, headers, ts)):
                 return SENT

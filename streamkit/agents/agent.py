@@ -28,7 +28,7 @@ from .restarts import RestartBudget
 from .supervision import supervise
 
 if TYPE_CHECKING:
-    from ..runtime.worker import Runtime
+    from ..runtime.context import ProcessingContext
     from ..topics import Topic
     from ..types.app import AppProtocol
     from .columnar import Columnar
@@ -74,7 +74,7 @@ class Agent:
         self.restarts = 0
         self.failure: BaseException | None = None  # set once the agent is failed (agents/restarts.py)
         self.restarting: str | None = None  # while it waits to start again after a crash: why (``/ready``)
-        self._runtime: "Runtime | None" = None
+        self._context: "ProcessingContext | None" = None  # the worker running it, from start()
         self._tasks: list[asyncio.Task] = []
         self._repartitions: dict[tuple[str, int], Stream] = {}
         self._internal_subscribers: dict[str, Subscriber] = {}
@@ -94,15 +94,16 @@ class Agent:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def _subscriber(self, topic: "Topic") -> Subscriber:
-        assert self._runtime is not None
-        subscriber = Subscriber(f"{self.name}:{topic.name}", self._runtime.conf.stream_buffer_batches)
+        assert self._context is not None
+        subscriber = Subscriber(f"{self.name}:{topic.name}", self.app.conf.stream_buffer_batches)
         subscriber.raw = self.columnar is not None and topic is self.topic  # it decodes its batches into Arrow
         for member in topic.members:  # app.topic("a", "b"): one stream over both
-            self._runtime.router.subscribe(member, subscriber)
+            self._context.subscribe(member, subscriber)
         return subscriber
 
-    def start(self, runtime: "Runtime") -> None:
-        self._runtime = runtime
+    def start(self, context: "ProcessingContext") -> None:
+        """Subscribe to its topic on the worker bound to ``context`` and start its streams."""
+        self._context = context
         self.failure = None
         if getattr(self.topic, "is_channel", False):  # app.channel(): fed in process, no offsets
             subscriber = self.topic.subscriber(self.name)  # type: ignore[attr-defined]
@@ -194,7 +195,7 @@ class Agent:
 
         async def crashed(exc: BaseException) -> None:
             self.restarts += 1
-            if self._runtime is not None and self._runtime.planning and not self.streams_started():
+            if self._context is not None and self._context.planning and not self.streams_started():
                 # the topology cannot be known: runtime/planning.py says so, in one line
                 self.failure = AgentFailed(f"agent {self.name!r} cannot start: {type(exc).__name__}: {exc}")
                 raise self.failure from None
@@ -214,13 +215,15 @@ class Agent:
                           first.partition, first.offset, attempt, retries + 1, type(exc).__name__, exc)
 
         async def give_up(held: Any, exc: BaseException) -> None:
-            assert self._runtime is not None
+            assert self._context is not None
             if getattr(exc, "halts_worker", False):  # the worker's state is missing, not the record's fault:
-                await self._runtime.fail(exc)  # halt, the records unacknowledged, rather than dead-letter them
+                await self._context.fail(exc)  # halt, the records unacknowledged, rather than dead-letter them
                 raise exc
             for event in held:
                 processing.set(event)  # exactly-once: its DLQ record joins its source's transaction
-                await self._runtime.errors.handle(f"agent {self.name}", event.message, exc)
+                errors = self._context.errors
+                assert errors is not None  # the worker that started it runs
+                await errors.handle(f"agent {self.name}", event.message, exc)
 
         budget.started()
         await supervise(stream, run_once, retries=retries, give_up=give_up, returned=returned, crashed=crashed,
@@ -385,8 +388,8 @@ class Agent:
 
     def _partitions(self, source: Stream) -> int:
         """A repartition topic has as many partitions as its source (as the broker has it)."""
-        if self._runtime is not None:
-            return self._runtime.partition_count(_topic_of(source).members[0].name)
+        if self._context is not None and self._context.running:
+            return self._context.partition_count(_topic_of(source).members[0].name)
         return _topic_of(source).partitions or self.app.conf.topic_partitions
 
     def _forwarding_stream(self, source: Chainable, topic_name: str, key_of: Callable[[Event, Any], Any], *,

@@ -26,8 +26,8 @@ def columnar_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]
     """The agent's body: ``Stream.batch_in_hand`` at a time, acknowledged once its outputs are queued."""
     columnar = agent.columnar
     assert columnar is not None
-    runtime = agent._runtime  # noqa: SLF001 - the agent's run loop, kept beside Agent
-    assert runtime is not None
+    context = agent._context  # noqa: SLF001 - the agent's run loop, kept beside Agent
+    assert context is not None
     app = agent.app
     retries, no_retry = app.conf.agent_retries, agent.no_retry_types()
     stage = f"agent {agent.name}"
@@ -44,7 +44,7 @@ def columnar_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]
         """The batch's outputs in order: at once while the producer has room, the rest (and all
         of them while a sensor listens, a scheduled send waits or a sink is not created yet)
         the waiting way."""
-        producer = runtime.producer
+        producer = context.producer
         known = app.topic_creation.known
         sent = 0
         if producer is not None and not (app.sensors.active or app.scheduled_sends.pending) \
@@ -64,10 +64,12 @@ def columnar_body(agent: "RunningAgent") -> Callable[["Stream"], Awaitable[None]
                 outputs, failing = columnar.apply(batch, retries=retries, no_retry=no_retry, on_failure=failed)
                 dead.extend((events[kept[i]], stage, exc) for i, exc in failing)
             await send(outputs)
+            errors = context.errors
             for event, where, exc in sorted(dead, key=lambda d: d[0].offset):
                 token = processing.set(event)  # exactly-once: its dead letter joins its transaction
                 try:
-                    await runtime.errors.handle(where, event.message, exc)
+                    assert errors is not None  # the worker that started the agent runs
+                    await errors.handle(where, event.message, exc)
                 finally:
                     processing.reset(token)
             stream.ack_held()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from ..runtime.event import Event
 
 if TYPE_CHECKING:
-    from ..runtime.worker import Runtime
+    from ..runtime.context import ProcessingContext
     from ..topics import Topic
     from ..types.app import AppProtocol
     from .columnar import Columnar
@@ -49,7 +49,7 @@ class RunningAgent(Protocol):
     def columnar(self) -> "Columnar | None": ...
 
     @property
-    def _runtime(self) -> "Runtime | None": ...
+    def _context(self) -> "ProcessingContext | None": ...
 
     def no_retry_types(self) -> tuple[type[BaseException], ...]: ...
 

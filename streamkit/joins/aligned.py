@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from ..transport.base import TP
 
 if TYPE_CHECKING:
+    from ..runtime.context import ProcessingContext
     from ..runtime.inbox import Batch
+    from ..runtime.pauses import PauseLedger
 
 WAIT_CAP = 10.0  # seconds one side waits for the other's known records, at least...
 WAIT_ROUNDS = 5  # ...and fetches of the worker's consume loop meanwhile that did not bring them
@@ -59,10 +61,11 @@ class AlignmentCounters:
 class TimeAligner:
     """The delivered, unprocessed batches of a join's partitions, picked by timestamp."""
 
-    def __init__(self, left: str, right: str, runtime: Any, counters: AlignmentCounters, reason: str) -> None:
+    def __init__(self, left: str, right: str, context: ProcessingContext, counters: AlignmentCounters,
+                 reason: str) -> None:
         self.partner = {left: right, right: left}
         self.side = {left: 0, right: 1}  # equal timestamps: the left record first
-        self.runtime = runtime
+        self.context = context  # the worker: its consumer, pauses, positions
         self.counters = counters
         self.queues: dict[TP, deque[list[Any]]] = {}  # tp -> [batch, next index] entries
         self.held: dict[TP, int] = {}  # records held per partition
@@ -76,9 +79,9 @@ class TimeAligner:
             self.pauses.release_all(reason)  # a restarted agent's stream starts over: so do its pauses
 
     @property
-    def pauses(self) -> Any:
+    def pauses(self) -> PauseLedger | None:
         """The worker's pause ledger (made with its consumer, which may come after this stream)."""
-        return getattr(self.runtime, "pauses", None)
+        return self.context.pauses
 
     def add(self, batch: "Batch") -> None:
         if batch.revoked or not batch.events:
@@ -145,18 +148,18 @@ class TimeAligner:
 
     async def _wait_for(self, tp: TP, partner: TP, now: float) -> float:
         """How much longer ``tp``'s head waits for ``partner``'s records (<= 0: not at all)."""
-        runtime = self.runtime
+        context = self.context
         if self.held[tp] >= HOLD_CAP:
             self.counters.held_full += 1
             return 0.0
-        if runtime is None or partner not in runtime.assigned:
+        consumer = context.consumer
+        if consumer is None or partner not in context.assigned:
             return 0.0
-        consumer = runtime.consumer
         high = consumer.highwater(partner)
-        delivered = runtime.router.delivered_to(partner)
+        delivered = context.delivered_to(partner)
         if high is not None and (self.settled.get(partner) == high or (delivered is not None and high <= delivered)):
             return 0.0
-        since, rounds = self.waiting_since.setdefault(partner, (now, runtime.fetch_rounds))
+        since, rounds = self.waiting_since.setdefault(partner, (now, context.fetch_rounds))
         remaining = since + WAIT_CAP - now
         if remaining > 0 and high is not None and self.probed.get(partner) != (high, delivered):
             # transaction markers (or aborted records) may be all that lies past the delivered
@@ -165,21 +168,21 @@ class TimeAligner:
             position = await consumer.position(partner)
             self.asked = True
             if position is not None and position >= high:
-                self.answered[partner] = (high, position, runtime.fetch_rounds)
+                self.answered[partner] = (high, position, context.fetch_rounds)
             else:
                 self.answered.pop(partner, None)
         answer = self.answered.get(partner)
         if answer is not None and answer[0] == high:
             # the records the client had handed out when it answered may still be on their way to
             # the router: they are delivered once the consume loop has gone round since
-            if runtime.fetch_rounds <= answer[2]:
+            if context.fetch_rounds <= answer[2]:
                 return RECHECK
-            delivered = runtime.router.delivered_to(partner)
+            delivered = context.delivered_to(partner)
             if delivered is None or answer[1] - delivered <= 1:
                 self.settled[partner] = high
                 return 0.0
         if remaining <= 0:
-            if runtime.fetch_rounds - rounds < WAIT_ROUNDS:
+            if context.fetch_rounds - rounds < WAIT_ROUNDS:
                 return RECHECK  # the consumer has not had its chances to bring them yet
             self.counters.waited += 1
         return remaining

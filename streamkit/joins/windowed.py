@@ -390,7 +390,7 @@ class JoinStream(Stream):
         join: WindowJoin = self.topic  # type: ignore[assignment]
         aligner = self._aligner
         if aligner is None:
-            aligner = self._aligner = TimeAligner(join.left.name, join.right.name, join.app.runtime,
+            aligner = self._aligner = TimeAligner(join.left.name, join.right.name, join.app.processing,
                                                   join.alignment, f"join {join.buffer.name}")
         inbox = self.subscriber.inbox
         loop = asyncio.get_running_loop()

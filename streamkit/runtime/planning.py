@@ -32,13 +32,17 @@ async def plan_topology(app: "AppProtocol", table_manager: Callable[..., Any] | 
                                        web_enabled=False, data_dir=data_dir, broker_connect_timeout=5.0)
         runtime = app.runtime = Runtime(app, table_manager=table_manager)
         runtime.planning = True
+        app.processing.bind(runtime)
         try:
             await runtime.start()
             assert runtime.topology is not None
             return runtime.topology
         finally:
-            await runtime.stop()
-            app.runtime = None
+            try:
+                await runtime.stop()
+            finally:
+                app.processing.unbind(runtime)
+                app.runtime = None
             app.conf = conf
 
 

@@ -36,6 +36,7 @@ from .topic_admin import connect_admin
 
 if TYPE_CHECKING:
     from ..types.app import AppProtocol, TopicProtocol
+    from .inbox import Subscriber
 
 log = logging.getLogger("streamkit.worker")
 
@@ -109,6 +110,18 @@ class Runtime(Service):
     async def ensure_topics(self) -> None:
         self.partition_counts.update(await self.app.ensure_topics())
 
+    def subscribe(self, topic: object, subscriber: Subscriber) -> None:
+        """An agent's stream reads ``topic`` (runtime/context.py; the router routes it)."""
+        self.router.subscribe(topic, subscriber)
+
+    def delivered_to(self, tp: TP) -> int | None:
+        """The offset after the last record of ``tp`` handed to the streams (runtime/context.py)."""
+        return self.router.delivered_to(tp)
+
+    async def wait_stable_offsets(self, tps: list[TP]) -> None:
+        """Until no previous owner's transaction is pending on ``tps`` (runtime/context.py)."""
+        await self.ownership.wait_stable_offsets(tps)
+
     def partition_count(self, topic: str) -> int:
         """Partitions of ``topic``: as the broker reported it, else as declared or defaulted."""
         count = self.partition_counts.get(topic)
@@ -148,7 +161,7 @@ class Runtime(Service):
         await self.ensure_topics()  # bounded retry: BrokerUnavailable if the broker is not there
         await self._start_producer()
         for agent in self.app.agents.values():
-            agent.start(self)
+            agent.start(self.app.processing)
         await self._agents_started()
         await self.ensure_topics()
         self.partition_counts.update(await self.app.resolve_tables(self.router.topics(), self.partition_counts))
@@ -180,7 +193,7 @@ class Runtime(Service):
         if self.app.tables:
             assert self._table_manager is not None, "an app with tables passes its table manager"
             assert self.membership is not None  # started above for an app with tables
-            self.tables = self._table_manager(self, self.app.tables.values())
+            self.tables = self._table_manager(self.app, self.app.processing, self.driver, self.app.tables.values())
             self.checkpoint.participants.append(self.tables)
             self.checkpoint.cache_limit = self.conf.table_cache_max_keys
             self.tables.membership = self.membership

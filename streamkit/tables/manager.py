@@ -24,7 +24,9 @@ from .stores import MemoryStore, Store, open_store
 from .table import Table, TablePartition
 
 if TYPE_CHECKING:
-    from ..runtime.worker import Runtime
+    from ..runtime.context import ProcessingContext
+    from ..transport import Driver
+    from ..types.app import AppProtocol
 
 log = logging.getLogger("streamkit.tables")
 
@@ -33,9 +35,11 @@ Changes = list[tuple[Table, int, dict[bytes, bytes | None], bytes | None]]
 
 
 class TableManager:
-    def __init__(self, runtime: "Runtime", tables: Iterable[Table]) -> None:
-        self.runtime = runtime
-        self.app = runtime.app
+    def __init__(self, app: "AppProtocol", context: "ProcessingContext", driver: "Driver",
+                 tables: Iterable[Table]) -> None:
+        self.app = app
+        self.context = context  # the worker: its consumer, pauses, error policy, halting
+        self.driver = driver
         self.tables = list(tables)
         self._by_changelog = {t.changelog.name: t for t in self.tables}
         self._by_name = {t.name: t for t in self.tables}
@@ -44,7 +48,7 @@ class TableManager:
         self.rocks_memory = RocksTuning.from_settings(self.app.conf.rocksdb_options).shared()
         self.progress = RecoveryProgress()
         self.check_changelog = ChangelogChecks(self.tables)  # records another framework wrote: refused
-        self.tailer = Tailer(runtime.driver, self.bad_values, self.bad_changelog_record, self.check_changelog)
+        self.tailer = Tailer(driver, self.bad_values, self.bad_changelog_record, self.check_changelog)
         self._recovering: asyncio.Task | None = None
         self._placement_stale = False  # membership changed while a recovery ran
         # on_window_close calls of windows emitted at a checkpoint: run once it committed, outside
@@ -83,7 +87,8 @@ class TableManager:
 
     async def bad_changelog_record(self, tp: TP, message: Message, problem: BaseException) -> None:
         table = self._by_changelog[tp.topic]
-        await self.runtime.errors.handle(f"table {table.name!r} changelog (not applied)", message, problem)
+        assert self.context.errors is not None  # the worker that made this manager runs
+        await self.context.errors.handle(f"table {table.name!r} changelog (not applied)", message, problem)
 
     # -- stores ---------------------------------------------------------------------------------
 
@@ -110,7 +115,7 @@ class TableManager:
             _close_store(store, f"{table.name}[{number}]")
 
     def _partition_count(self, topic: str) -> int:
-        return self.runtime.partition_count(topic)
+        return self.context.partition_count(topic)
 
     def drop(self, select: Callable[[int, int], bool]) -> None:
         """Give up the selected partitions (fenced): they recover again when reassigned."""
@@ -158,8 +163,8 @@ class TableManager:
                     table.local[number] = TablePartition(number, store)
                     to_recover[TP(table.changelog.name, number)] = store
         paused = [tp for tp in assigned if self._waits_for_recovery(tp, to_recover)]
-        if paused and self.runtime.pauses is not None:
-            self.runtime.pauses.hold("recovery", paused)
+        if paused and self.context.pauses is not None:
+            self.context.pauses.hold("recovery", paused)
         if to_recover:
             self.progress = RecoveryProgress(active=True, started=time.monotonic())
         await self.tailer.stop()
@@ -168,7 +173,7 @@ class TableManager:
             await asyncio.gather(self._recovering, return_exceptions=True)
         if to_recover:
             self._recovering = halting("table recovery", lambda: self._recover(generation, to_recover, paused),
-                                       self.runtime.fail)
+                                       self.context.fail)
         else:
             await self._serve_standby()
         return paused
@@ -204,26 +209,26 @@ class TableManager:
                 if not needs:
                     ready.append(tp)
                     del waiting[tp]
-            if ready and self.runtime.consumer is not None:
+            if ready and self.context.consumer is not None:
                 log.info("table partitions of %s recovered: processing them while others restore",
                          ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(ready)))
                 self._resume(ready)
 
         try:
             if self.app.conf.exactly_once and paused:
-                await self.runtime.ownership.wait_stable_offsets(paused)
+                await self.context.wait_stable_offsets(paused)
             blocks.update(await self._blocks(stores))
-            replayed = await replay(self.runtime.driver, stores, self.progress, on_done=partition_done,
+            replayed = await replay(self.driver, stores, self.progress, on_done=partition_done,
                                     bad_values=self.bad_values, on_bad=self.bad_changelog_record, blocks=blocks,
                                     check=self.check_changelog)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if getattr(self.runtime, "stopping", False):  # its consumer closed under it: a clean stop, not a fault
+            if self.context.stopping:  # its consumer closed under it: a clean stop, not a fault
                 log.info("table recovery abandoned: the worker is stopping (%r)", exc)
                 return
             log.exception("table recovery failed")
-            await self.runtime.fail(exc)
+            await self.context.fail(exc)
             return
         if generation != self._generation:
             return
@@ -236,7 +241,7 @@ class TableManager:
         log.info("recovered %d changelog records for %d partitions in %.2fs",
                  replayed, len(stores), time.monotonic() - progress.started)
         left = list(waiting)
-        if left and self.runtime.consumer is not None:
+        if left and self.context.consumer is not None:
             self._resume(left)
         await self._serve_standby()
 
@@ -263,7 +268,7 @@ class TableManager:
         block whose commit never came, or one whose worker stopped before its commit) is emptied
         and restored from the start."""
         marked = {tp: t for tp in stores if self._marked(t := self._by_changelog[tp.topic])}
-        consumer = self.runtime.consumer
+        consumer = self.context.consumer
         if not marked or consumer is None:
             return {}
         inputs = [tp for tp in self._assigned
@@ -296,7 +301,7 @@ class TableManager:
                 "committing its offsets")
 
     def _resume(self, tps: list[TP]) -> None:
-        pauses = self.runtime.pauses
+        pauses = self.context.pauses
         assert pauses is not None  # set when the runtime started, before any recovery
         pauses.release("recovery", tps)
         for callback in self.on_resumed:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..codecs import codec_for
 from ..errors import ConfigurationError, StreamkitError
+from ..runtime.context import ProcessingContext
 from ..runtime.event import processing
 from ..transport.partitioner import hash_partition
 from .declared_changelog import adopt as adopt_changelog
@@ -94,6 +95,7 @@ class Table:
                                                                partitions)
             self.changelog_declared = True
         self.app = app
+        self.context: ProcessingContext = app.processing  # the worker running it, once one does
         # where a key written from a record of another partition goes (tables/task_keys.py)
         self.key_partitioning = check_key_partitioning(name, key_partitioning)
         self.warned_task_keys = False
@@ -268,11 +270,10 @@ class Table:
         be here. Missing, it is the worker's state that is wrong, not the record: the worker
         halts (the record is processed again by whoever owns it next) rather than dead-letter it."""
         event = _processing()
-        runtime = self.app.runtime
-        if event is None or self.is_global or runtime is None or getattr(event, "partition", -1) != number:
+        if event is None or self.is_global or not self.context.running or getattr(event, "partition", -1) != number:
             return False
         try:
-            return runtime.partition_count(event.topic) == self.partitions
+            return self.context.partition_count(event.topic) == self.partitions
         except Exception:  # noqa: BLE001 - a topic it cannot count: not one it can vouch for
             return False
 

@@ -86,7 +86,7 @@ class AgentProtocol(Protocol):
     @property
     def restarting(self) -> str | None: ...
 
-    def start(self, runtime: Any) -> None: ...
+    def start(self, context: Any) -> None: ...  # runtime/context.ProcessingContext
 
     async def stop(self) -> None: ...
 
@@ -101,6 +101,9 @@ class AppProtocol(Protocol):
     id: str
     conf: Settings
     runtime: Any  # runtime.worker.Runtime while a worker runs, else None
+    # runtime/context.ProcessingContext (a higher layer than this one): what topics, tables, joins
+    # and web views use of the running worker, handed to each as it is made
+    processing: Any
     sensors: SensorDelegate
     scheduled_sends: ScheduledSends
     topics: dict[str, Any]  # name -> topics.Topic (topic_patterns.py takes a pattern's template back out)

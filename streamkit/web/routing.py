@@ -51,7 +51,7 @@ def error(status: int, message: str, **extra: Any) -> web.Response:
 def member_urls(app: "AppProtocol") -> set[str]:
     """The web URLs of the app's live members: the only places a query is forwarded to (a claim
     naming any other address is not followed)."""
-    membership = app.runtime.membership if app.runtime is not None else None
+    membership = app.processing.membership
     if membership is None:
         return set()
     return {m.url for m in membership.live() if m.url and urlsplit(m.url).scheme in ("http", "https")}
@@ -89,7 +89,7 @@ async def route_key(app: "AppProtocol", table: Any, key: Any, request: web.Reque
                                              partition=number)
     if request.headers.get(FORWARDED):
         return error(503, f"partition {number} of {table.name!r} is moving between workers", partition=number)
-    membership = app.runtime.membership if app.runtime is not None else None
+    membership = app.processing.membership
     owner = membership.owner(table.name, number) if membership is not None else None
     if owner is None or owner == (membership.url if membership else None):
         return error(503, f"no worker serves partition {number} of {table.name!r} yet", partition=number)
@@ -120,16 +120,16 @@ def table_route(app: "AppProtocol", table: Any, *, match_info: str | None = None
 async def route_topic_key(app: "AppProtocol", topic: Any, key: Any, request: web.Request) -> web.Response | None:
     """None when this worker is assigned the key's partition of ``topic``; otherwise the
     forwarded (or 503) response."""
-    runtime = app.runtime
-    if runtime is None:
+    context = app.processing
+    if not context.running:
         return error(503, "the worker is not running")
-    count = runtime.partition_counts.get(topic.name) or topic.partitions or app.conf.topic_partitions
+    count = context.known_partition_count(topic.name) or topic.partitions or app.conf.topic_partitions
     number = partition_for_key(topic.key_codec.encode(key) or b"", count)
-    if TP(topic.name, number) in runtime.assigned:
+    if TP(topic.name, number) in context.assigned:
         return None
     if request.headers.get(FORWARDED):
         return error(503, f"partition {number} of topic {topic.name!r} is moving between workers", partition=number)
-    membership = runtime.membership
+    membership = context.membership
     owner = membership.topic_owner(topic.name, number) if membership is not None else None
     if owner is None or owner == (membership.url if membership else None):
         return error(503, f"no worker is assigned partition {number} of topic {topic.name!r} yet", partition=number)

@@ -9,6 +9,7 @@ import pytest
 
 from streamkit.joins import aligned
 from streamkit.joins.aligned import AlignmentCounters, TimeAligner
+from streamkit.runtime.context import ProcessingContext
 from streamkit.runtime.event import Event
 from streamkit.runtime.inbox import Batch
 from streamkit.runtime.partitions import SourcePartitions
@@ -51,9 +52,12 @@ def batch(tp: TP, first: int, count: int, *, time_of=lambda offset: offset * 10)
 def aligner_over(consumer: RecordingConsumer) -> tuple[TimeAligner, AlignmentCounters, SimpleNamespace]:
     router = Router(None)  # type: ignore[arg-type]  # delivers nothing here: no error policy needed
     runtime = SimpleNamespace(consumer=consumer, pauses=PauseLedger(consumer, router.partitions),
-                              assigned={LEFT, RIGHT}, router=router, fetch_rounds=0)
+                              assigned={LEFT, RIGHT}, router=router, delivered_to=router.delivered_to,
+                              fetch_rounds=0)
+    context = ProcessingContext()
+    context.bind(runtime)  # type: ignore[arg-type]  # the worker's members the aligner reads
     counters = AlignmentCounters()
-    return TimeAligner("lefts", "rights", runtime, counters, "join j"), counters, runtime
+    return TimeAligner("lefts", "rights", context, counters, "join j"), counters, runtime
 
 
 async def pick(aligner: TimeAligner, now: float):
@@ -147,7 +151,7 @@ async def test_a_restarted_agents_stream_releases_the_pauses_its_predecessor_too
     aligner, counters, runtime = aligner_over(consumer)
     aligner.add(batch(LEFT, 0, 20))
     assert LEFT in consumer.paused
-    TimeAligner("lefts", "rights", runtime, counters, "join j")  # the agent crashed and restarted
+    TimeAligner("lefts", "rights", aligner.context, counters, "join j")  # the agent crashed and restarted
     assert LEFT not in consumer.paused
 
 
