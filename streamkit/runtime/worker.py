@@ -141,6 +141,7 @@ class Runtime(Service):
         self.txns = TransactionalProducer(self.driver, self.app.id, per_partition=per_partition,
                                           transactional_id=transactional_id, partition_count=self.partition_count)
         self.producer = self.txns
+        self.tasks.register(self.txns, units=self.txns)  # the tasks' producer units
         await self.txns.start()
 
     async def on_start(self) -> None:
@@ -157,7 +158,7 @@ class Runtime(Service):
         log.info("topology frozen: %d agent(s), %d table(s), reading %s", len(self.topology.agents),
                  len(self.topology.tables), ", ".join(self.topology.subscribed) or "nothing")
         log.debug("%s", self.topology.describe())
-        self.tasks = TaskManager(self.topology.copartitioned, self.tasks.partitions)
+        self.tasks = TaskManager(self.topology.copartitioned, self.tasks.partitions, self.tasks.shards)
         self.group_protocol = await self._choose_group_protocol(self.topology)
         self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
         self.pauses = PauseLedger(self.consumer, self.tasks.partitions)
@@ -181,6 +182,7 @@ class Runtime(Service):
             assert self._table_manager is not None, "an app with tables passes its table manager"
             assert self.membership is not None  # started above for an app with tables
             self.tables = self._table_manager(self, self.app.tables.values())
+            self.tasks.register(self.tables)  # the tasks' table shards
             self.checkpoint.participants.append(self.tables)
             self.checkpoint.cache_limit = self.conf.table_cache_max_keys
             self.tables.membership = self.membership
