@@ -14,6 +14,7 @@ from streamkit.runtime.inbox import Batch
 from streamkit.runtime.partitions import SourcePartitions
 from streamkit.runtime.pauses import PauseLedger
 from streamkit.runtime.router import Router
+from streamkit.runtime.tasks import TaskManager
 from streamkit.transport.base import TP, Message
 
 LEFT, RIGHT = TP("lefts", 0), TP("rights", 0)
@@ -51,7 +52,8 @@ def batch(tp: TP, first: int, count: int, *, time_of=lambda offset: offset * 10)
 def aligner_over(consumer: RecordingConsumer) -> tuple[TimeAligner, AlignmentCounters, SimpleNamespace]:
     router = Router(None)  # type: ignore[arg-type]  # delivers nothing here: no error policy needed
     runtime = SimpleNamespace(consumer=consumer, pauses=PauseLedger(consumer, router.partitions),
-                              assigned={LEFT, RIGHT}, router=router, fetch_rounds=0)
+                              assigned={LEFT, RIGHT}, router=router, fetch_rounds=0,
+                              tasks=TaskManager(("lefts", "rights"), router.partitions))
     counters = AlignmentCounters()
     return TimeAligner("lefts", "rights", runtime, counters, "join j"), counters, runtime
 
@@ -248,4 +250,39 @@ async def test_what_the_router_delivers_while_the_aligner_asks_the_consumer_is_l
     aligner.add(batch(right1, 0, 174))  # the stream takes what its inbox holds, then picks again
     picked = await aligner.pick(now=0.0)
     assert isinstance(picked, tuple) and picked[0].tp == right1  # its earlier records first
+    assert counters.unaligned == 0
+
+
+async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignment_waits_again():
+    """The aligner's state of a task given up is forgotten with the task (the task manager drives
+    it, as the producer unit's and table shards'). Kept, a side found caught up before the
+    revocation was still taken as caught up once the task came back, read again from its
+    committed offset: the other side's head went out alone, and the records it should have
+    waited for came in late."""
+    consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
+    aligner, counters, runtime = aligner_over(consumer)
+    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
+    runtime.router.partitions[LEFT].delivered = 10
+    assert isinstance(await aligner.pick(now=0.0), float)
+    runtime.fetch_rounds += 1
+    picked = await aligner.pick(now=0.1)  # the right side is at its end: caught up
+    assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    runtime.router.revoke([LEFT, RIGHT])  # revoked, as the rebalance handler does it
+    runtime.router.forget([LEFT, RIGHT])
+    runtime.assigned.clear()
+    await runtime.tasks.revoke([LEFT, RIGHT], kept=set(), stopping=False)
+    left_behind = {name: getattr(aligner, name) for name in ("queues", "held", "waiting_since", "settled",
+                                                             "probed", "answered") if getattr(aligner, name)}
+    assert not left_behind, f"state of revoked partitions left behind: {left_behind}"
+
+    class Rewound(RecordingConsumer):  # assigned again: the right side is read from its committed offset
+        async def position(self, tp: TP) -> int | None:
+            return 50
+
+    runtime.consumer = Rewound({LEFT: 20, RIGHT: 125})
+    runtime.assigned.update({LEFT, RIGHT})
+    aligner.add(batch(LEFT, 10, 10, time_of=lambda offset: 10_000 + offset))
+    runtime.router.partitions[LEFT].delivered = 20
+    wait = await pick(aligner, now=1.0)
+    assert isinstance(wait, float) and wait > 0, "the left went out before the right's records came again"
     assert counters.unaligned == 0
