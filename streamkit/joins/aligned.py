@@ -106,6 +106,9 @@ class TimeAligner(TaskShard):
     def tasks_fenced(self, tps: list[TP], tables: TableSelection) -> None:
         self.forget(tps)
 
+    def tasks_rewound(self, tps: list[TP]) -> None:
+        self.forget(tps)
+
     def forget(self, tps: list[TP]) -> None:
         """Drop what is held of ``tps`` and what was learnt of them (given up: their records are
         read again, from the committed offsets, by whoever owns them next)."""

@@ -250,6 +250,7 @@ class PartitionOwnership:
         """After a rolled-back checkpoint: read ``tps`` again from the last committed offsets.
         The consume loop seeks before its next fetch, dropping what a fetch in flight returns."""
         self._seek_later(self.router.rewind(tps))
+        self._runtime.tasks.rewound(tps)  # a join forgets what it learnt of them since
 
     async def fenced(self, task: Any) -> None:
         """A newer producer or group generation took over: stop writing, drop the partitions

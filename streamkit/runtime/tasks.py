@@ -21,7 +21,8 @@ unit, the table partitions' stores and write caches, a windowed join's held reco
 a :class:`TaskShard` registered here, and the task manager calls it at the task's moments, so
 the rebalance handler makes one call per assignment, revocation, loss or fence
 (:meth:`TaskManager.open`, :meth:`~TaskManager.rebalanced`, :meth:`~TaskManager.revoke`,
-:meth:`~TaskManager.lose`, :meth:`~TaskManager.fence`).
+:meth:`~TaskManager.lose`, :meth:`~TaskManager.fence`) and per rewind
+(:meth:`~TaskManager.rewound`).
 """
 from __future__ import annotations
 
@@ -88,6 +89,10 @@ class TaskShard:
         """The assignment is now ``assigned``: returns the source partitions paused until this
         part has caught up with it (it resumes them then)."""
         return []
+
+    def tasks_rewound(self, tps: list[TP]) -> None:
+        """``tps`` are read again from their committed offsets (a rolled-back checkpoint): forget
+        what was learnt of their positions since."""
 
     def tasks_lost(self, tps: list[TP]) -> None:
         """The group took ``tps`` away: forget their tasks' uncommitted writes (the next owner
@@ -163,6 +168,12 @@ class TaskManager:
         for shard in self.shards:
             waiting += await shard.rebalanced(assigned)
         return waiting
+
+    def rewound(self, tps: list[TP]) -> None:
+        """``tps`` go back to their committed offsets (a rolled-back checkpoint; the router
+        rewound them): the shards forget what they learnt of them since."""
+        for shard in self.shards:
+            shard.tasks_rewound(tps)
 
     def lose(self, tps: list[TP]) -> None:
         """The group took ``tps`` away: their tasks' uncommitted writes are forgotten, so no

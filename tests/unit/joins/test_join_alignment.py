@@ -3,6 +3,7 @@ paused (not handed out unpaired, which would make the other side late), resumed 
 and the pause ledger keeps one part's resume from undoing another's pause."""
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ from streamkit.joins import aligned
 from streamkit.joins.aligned import AlignmentCounters, TimeAligner
 from streamkit.runtime.event import Event
 from streamkit.runtime.inbox import Batch
+from streamkit.runtime.ownership import PartitionOwnership
 from streamkit.runtime.partitions import SourcePartitions
 from streamkit.runtime.pauses import PauseLedger
 from streamkit.runtime.router import Router
@@ -283,6 +285,34 @@ async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignm
     runtime.assigned.update({LEFT, RIGHT})
     aligner.add(batch(LEFT, 10, 10, time_of=lambda offset: 10_000 + offset))
     runtime.router.partitions[LEFT].delivered = 20
+    wait = await pick(aligner, now=1.0)
+    assert isinstance(wait, float) and wait > 0, "the left went out before the right's records came again"
+    assert counters.unaligned == 0
+
+
+async def test_a_rolled_back_partitions_alignment_state_is_forgotten_with_the_rewind():
+    """A rolled-back checkpoint rewinds its partitions to the committed offsets (the rebalance
+    handler's ``rewind``, which the checkpoint calls): a side found caught up before is read
+    again from there, and must be waited for again, as after a revocation."""
+    consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
+    aligner, counters, runtime = aligner_over(consumer)
+    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
+    runtime.router.partitions[LEFT].delivered = 10
+    assert isinstance(await aligner.pick(now=0.0), float)
+    runtime.fetch_rounds += 1
+    picked = await aligner.pick(now=0.1)  # the right side is at its end: caught up
+    assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    ownership = PartitionOwnership(runtime, SimpleNamespace(conf=None), runtime.router,  # type: ignore[arg-type]
+                                   runtime.assigned, asyncio.Event())
+    await ownership.rewind([LEFT, RIGHT])  # rolled back: both sides are read again from their commits
+
+    class Rewound(RecordingConsumer):
+        async def position(self, tp: TP) -> int | None:
+            return 50
+
+    runtime.consumer = Rewound({LEFT: 10, RIGHT: 125})
+    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))  # read again
+    runtime.router.partitions[LEFT].delivered = 10
     wait = await pick(aligner, now=1.0)
     assert isinstance(wait, float) and wait > 0, "the left went out before the right's records came again"
     assert counters.unaligned == 0
