@@ -30,6 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..runtime.tasks import TableSelection, TaskShard
 from ..transport.base import TP
 
 if TYPE_CHECKING:
@@ -58,8 +59,10 @@ class AlignmentCounters:
         return self.held_full + self.waited
 
 
-class TimeAligner:
-    """The delivered, unprocessed batches of a join's partitions, picked by timestamp."""
+class TimeAligner(TaskShard):
+    """The delivered, unprocessed batches of a join's partitions, picked by timestamp. Its state
+    of a partition goes with the partition's task (registered with the task manager): kept, a
+    side found caught up before a revocation would be taken as caught up when it came back."""
 
     def __init__(self, left: str, right: str, context: ProcessingContext, counters: AlignmentCounters,
                  reason: str) -> None:
@@ -77,6 +80,8 @@ class TimeAligner:
         self.reason = reason  # this join's name in the pause ledger
         if self.pauses is not None:
             self.pauses.release_all(reason)  # a restarted agent's stream starts over: so do its pauses
+        if context.running:
+            context.register_task_shard(self)  # its partitions' state goes with their tasks
 
     @property
     def pauses(self) -> PauseLedger | None:
@@ -95,8 +100,36 @@ class TimeAligner:
             pauses.hold(self.reason, [tp])
             self.counters.pauses += 1
 
+    # -- the tasks' moments (runtime/tasks.py) ----------------------------------------------------
+
+    async def tasks_revoked(self, tps: list[TP], kept: set[TP]) -> None:
+        self.forget(tps)
+
+    def tasks_fenced(self, tps: list[TP], tables: TableSelection) -> None:
+        self.forget(tps)
+
+    def tasks_rewound(self, tps: list[TP]) -> None:
+        self.forget(tps)
+
+    def forget(self, tps: list[TP]) -> None:
+        """Drop what is held of ``tps`` and what was learnt of them (given up: their records are
+        read again, from the committed offsets, by whoever owns them next)."""
+        for tp in tps:
+            self.queues.pop(tp, None)
+            self.held.pop(tp, None)
+            for known in (self.waiting_since, self.settled, self.probed, self.answered):
+                known.pop(tp, None)
+        pauses = self.pauses
+        if pauses is not None:
+            held = [tp for tp in tps if pauses.holds(self.reason, tp)]
+            if held:
+                pauses.release(self.reason, held)
+
     def _less(self, tp: TP, count: int) -> None:
-        held = self.held[tp] = self.held[tp] - count
+        held = self.held.get(tp)
+        if held is None:
+            return  # forgotten while a pick awaited the consumer (see forget)
+        held = self.held[tp] = held - count
         if held > PAUSE_AT // 2:  # per record: the common case asks nothing of the ledger
             return
         pauses = self.pauses
@@ -167,7 +200,9 @@ class TimeAligner:
             self.probed[partner] = (high, delivered)
             position = await consumer.position(partner)
             self.asked = True
-            if position is not None and position >= high:
+            if self.probed.get(partner) != (high, delivered):
+                pass  # forgotten meanwhile (revoked, fenced): the answer is of an ownership that is over
+            elif position is not None and position >= high:
                 self.answered[partner] = (high, position, context.fetch_rounds)
             else:
                 self.answered.pop(partner, None)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .inbox import Subscriber
     from .membership import Membership
     from .pauses import PauseLedger
+    from .tasks import TaskShard
 
 
 class Worker(Protocol):
@@ -51,6 +52,7 @@ class Worker(Protocol):
     @property
     def planning(self) -> bool: ...
     def subscribe(self, topic: object, subscriber: Subscriber) -> None: ...
+    def register_task_shard(self, shard: TaskShard) -> None: ...
     def partition_count(self, topic: str) -> int: ...
     def delivered_to(self, tp: TP) -> int | None: ...
     async def fail(self, exc: BaseException) -> None: ...
@@ -102,6 +104,11 @@ class ProcessingContext:
         """Queue ``topic``'s records for ``subscriber`` (an agent's stream; before the topology
         is frozen, as the agents start)."""
         self._running().subscribe(topic, subscriber)
+
+    def register_task_shard(self, shard: TaskShard) -> None:
+        """``shard`` keeps state of the tasks' partitions: the task manager drives its forgetting
+        at each revocation, loss, fence and rewind (runtime/tasks.py)."""
+        self._running().register_task_shard(shard)
 
     @property
     def planning(self) -> bool:

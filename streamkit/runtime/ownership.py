@@ -6,6 +6,8 @@ the rewind to the committed offsets after a rolled-back checkpoint or a fence.
 owns (``runtime.ownership``): the consumer's rebalance callbacks and the checkpoint's rewind and
 fence callbacks go to it. It owns the rebalance state (the pending seeks, the callbacks' lock,
 the rebalance counters and the leader flag) and reads the rest through :class:`RuntimeState`.
+What the tasks keep outside their source partitions (the exactly-once producer units, the
+table shards, a join's held records) it reaches through the task manager, one call per moment.
 """
 from __future__ import annotations
 
@@ -52,14 +54,9 @@ class RuntimeState(Protocol):
     @property
     def checkpoint(self) -> Checkpoint | None: ...
     @property
-    def txns(self) -> Any: ...  # the TransactionalProducer under exactly-once
-    @property
-    def tables(self) -> Any: ...  # the TableManager, when the app has tables
-    @property
     def membership(self) -> Membership | None: ...
     @property
     def stopping(self) -> bool: ...
-    def partition_count(self, topic: str) -> int: ...
     def owns_leadership(self) -> bool: ...
     async def commit(self, tps: Any = None, *, wait: bool = True) -> Any: ...
     async def fail(self, exc: BaseException) -> None: ...
@@ -121,7 +118,7 @@ class PartitionOwnership:
                 log.warning("lost %d partitions (the group moved on while this worker could not answer): %s; "
                             "their records since the last commit are processed again by their next owner",
                             len(tps), describe_tps(tps))
-            await self._handle_revoked(tps, lost=self._runtime.txns is None)
+            await self._handle_revoked(tps, lost=not self.conf.exactly_once)
 
     async def _handle_assigned(self, tps: list[TP]) -> None:
         self.rebalancing = True
@@ -137,23 +134,21 @@ class PartitionOwnership:
         self.is_leader = self._runtime.owns_leadership()
         log.info("assigned %d partitions%s: %s; owns now: %s", len(tps), " (leader)" if self.is_leader else "",
                  describe_tps(tps) or "none", describe_tps(sorted(self.assigned)) or "nothing")
-        fencing = self._runtime.txns is not None and self._runtime.txns.per_partition and bool(tps)
+        fencing = self.conf.exactly_once and self.conf.transactions_per_partition and bool(tps)
         if fencing:
             assert self._runtime.pauses is not None
             self._runtime.pauses.hold("fencing", tps)  # nothing is read before the previous owners are fenced
             await self._fence_previous_owners(tps)
         if stale:
             await self._seek_committed(stale)
-        waiting: list[TP] = []
-        if self._runtime.tables is not None:
-            try:
-                waiting = await self._runtime.tables.rebalanced(self.assigned)
-            except StoreWriteFailed as exc:  # a store that cannot be opened (disk full): nothing more
-                self.router.revoke(tps)  # is read or handed to agents; the worker halts
-                if self._runtime.pauses is not None:
-                    self._runtime.pauses.hold("store failed", tps)
-                await self._runtime.fail(exc)
-                return
+        try:
+            waiting = await self._runtime.tasks.rebalanced(self.assigned)  # the tables' recovery
+        except StoreWriteFailed as exc:  # a store that cannot be opened (disk full): nothing more
+            self.router.revoke(tps)  # is read or handed to agents; the worker halts
+            if self._runtime.pauses is not None:
+                self._runtime.pauses.hold("store failed", tps)
+            await self._runtime.fail(exc)
+            return
         self._runtime.tasks.assigned(tps, waiting)
         if fencing:
             assert self._runtime.pauses is not None  # held them above
@@ -173,7 +168,7 @@ class PartitionOwnership:
 
     async def _handle_revoked(self, tps: list[TP], *, lost: bool = False) -> None:
         """Finish in-flight records of ``tps`` (bounded), commit them unless ``lost``, forget
-        their state."""
+        their state (their tasks' shards with the task manager's ``lose`` and ``revoke``)."""
         if not tps:
             return
         self._rebalance_started()
@@ -182,29 +177,17 @@ class PartitionOwnership:
         self._runtime.tasks.suspend(tps, "lost: finishing in-flight records, committing nothing" if lost
                                     else "revoked: finishing in-flight records and committing")
         if lost:
-            self._forget_table_writes(tps)  # no checkpoint meanwhile sends them
+            self._runtime.tasks.lose(tps)  # no checkpoint meanwhile sends their table writes
         await self.release(tps, self.conf.stop_timeout, commit=not lost)
         if lost:
-            self._forget_table_writes(tps)  # those of the records that were finishing
+            self._runtime.tasks.lose(tps)  # those of the records that were finishing
         self.assigned.difference_update(tps)
         if self._runtime.pauses is not None:
             self._runtime.pauses.forget(tps)
         await self._announce_assignment()
-        self._runtime.tasks.close(tps, "revoked")
-        if self._runtime.txns is not None and self._runtime.txns.per_partition:
-            kept = {self._runtime.txns.unit_of(tp) for tp in self.assigned}
-            await self._runtime.txns.close_units({self._runtime.txns.unit_of(tp) for tp in tps} - kept)
         self.is_leader = self._runtime.owns_leadership()
-        if self._runtime.tables is not None and not self._runtime.stopping:
-            await self._runtime.tables.rebalanced(self.assigned)
-
-    def _forget_table_writes(self, tps: list[TP]) -> None:
-        """Drop the write caches of the table partitions of ``tps`` (lost: the next owner has
-        them, from the changelog as last committed)."""
-        if self._runtime.tables is None:
-            return
-        numbers = {(self._runtime.partition_count(tp.topic), tp.partition) for tp in tps}
-        self._runtime.tables.discard(lambda partitions, number: (partitions, number) in numbers)
+        # the tasks close with their producer units and join state; the tables follow what is left
+        await self._runtime.tasks.revoke(tps, self.assigned, stopping=self._runtime.stopping)
 
     # -- exactly-once -----------------------------------------------------------------------------
 
@@ -213,7 +196,7 @@ class PartitionOwnership:
         transactions; only then are the committed offsets final, so start reading from them."""
         consumer = self._runtime.consumer
         assert consumer is not None
-        await self._runtime.txns.assigned(tps)
+        await self._runtime.tasks.open(tps)
         committed = await retry_while_unreachable(lambda: consumer.committed(tps), "committed offsets")
         for tp, offset in committed.items():
             if offset is not None:
@@ -267,14 +250,16 @@ class PartitionOwnership:
         """After a rolled-back checkpoint: read ``tps`` again from the last committed offsets.
         The consume loop seeks before its next fetch, dropping what a fetch in flight returns."""
         self._seek_later(self.router.rewind(tps))
+        self._runtime.tasks.rewound(tps)  # a join forgets what it learnt of them since
 
     async def fenced(self, task: Any) -> None:
         """A newer producer or group generation took over: stop writing, drop the partitions
         (tables recover again when they come back) and rejoin the group."""
         assert self._runtime.consumer is not None and self._runtime.checkpoint is not None
-        tps = sorted(tp for tp in self.assigned if self._runtime.txns.unit_of(tp) == task)  # v2: every partition
+        tasks = self._runtime.tasks
+        tps = tasks.fenced_partitions(task, self.assigned)  # v2: every partition
         log.error("fenced: dropping %s and rejoining the group", describe_tps(tps) or "no partitions")
-        self._runtime.tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
+        tasks.suspend(tps, "fenced: its partitions are dropped until the group reassigns them")
         assert self._runtime.pauses is not None
         self._runtime.pauses.hold("fenced", tps)  # until the rejoin assigns them afresh
         # Back to the last committed offsets, whatever the rejoin does: an incremental rebalance
@@ -282,9 +267,7 @@ class PartitionOwnership:
         # reading on from there would skip the records of the aborted transaction.
         self._seek_later(self.router.rewind(tps))
         self._runtime.checkpoint.forget(tps)
-        if self._runtime.tables is not None:
-            self._runtime.tables.drop(lambda n, p: self._runtime.txns.unit_of_table(n, p) == task)
-        await self._runtime.txns.reopen(task)
+        await tasks.fence(task, tps)  # its table shards and join state dropped, its producer unit reopened
         self._runtime.consumer.rejoin()
 
     async def release(self, tps: list[TP], timeout: float, *, commit: bool = True) -> None:

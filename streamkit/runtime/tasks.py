@@ -15,14 +15,22 @@ is running (a stateless worker's tasks run as soon as they are assigned); ``/rea
 
 The :class:`TaskManager` owns the state of every source partition (``partitions``: position,
 rewinds, revocation, commits, pauses, held dead letters; runtime/partitions.py): the router,
-the checkpoint, the pause ledger and the rebalance handler read and change it there.
+the checkpoint, the pause ledger and the rebalance handler read and change it there. The rest
+of a task's state is kept by parts the runtime does not import (the exactly-once producer's
+unit, the table partitions' stores and write caches, a windowed join's held records): each is
+a :class:`TaskShard` registered here, and the task manager calls it at the task's moments, so
+the rebalance handler makes one call per assignment, revocation, loss or fence
+(:meth:`TaskManager.open`, :meth:`~TaskManager.rebalanced`, :meth:`~TaskManager.revoke`,
+:meth:`~TaskManager.lose`, :meth:`~TaskManager.fence`) and per rewind
+(:meth:`~TaskManager.rewound`).
 """
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Hashable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from ..transport.base import TP
 from .partitions import SourcePartition, SourcePartitions
@@ -66,15 +74,139 @@ class Task:
         self.state = to
 
 
+TableSelection = Callable[[int, int], bool]  # (partition count, number) -> one of the tasks' table partitions
+
+
+class TaskShard:
+    """A part's share of the tasks' state outside their source partitions (a producer unit,
+    table partitions, a join's held records). Registered with the :class:`TaskManager`, which
+    calls it at the tasks' moments; a moment does nothing unless the part overrides it."""
+
+    async def tasks_opening(self, tps: list[TP]) -> None:
+        """``tps`` were assigned and none of their records is read yet (EOS v1 fences here)."""
+
+    async def rebalanced(self, assigned: set[TP]) -> list[TP]:
+        """The assignment is now ``assigned``: returns the source partitions paused until this
+        part has caught up with it (it resumes them then)."""
+        return []
+
+    def tasks_rewound(self, tps: list[TP]) -> None:
+        """``tps`` are read again from their committed offsets (a rolled-back checkpoint): forget
+        what was learnt of their positions since."""
+
+    def tasks_lost(self, tps: list[TP]) -> None:
+        """The group took ``tps`` away: forget their tasks' uncommitted writes (the next owner
+        has them as last committed)."""
+
+    async def tasks_revoked(self, tps: list[TP], kept: set[TP]) -> None:
+        """``tps`` were given up (committed, or lost); ``kept`` is what this worker still owns."""
+
+    def tasks_fenced(self, tps: list[TP], tables: TableSelection) -> None:
+        """A newer owner fenced the tasks of ``tps``, whose table partitions ``tables`` selects:
+        forget their state (their tables recover again when they come back)."""
+
+    async def unit_fenced(self, unit: Hashable) -> None:
+        """After :meth:`tasks_fenced`: the fenced exactly-once unit starts over."""
+
+
+class TaskUnits(Protocol):
+    """Which exactly-once unit a source partition or a table partition belongs to (the
+    transactional producer): what a fence takes."""
+
+    def unit_of(self, tp: TP) -> Hashable: ...
+    def unit_of_table(self, partitions: int, number: int) -> Hashable: ...
+
+
+class TaskShards:
+    """The registered shards, in registration order. Held weakly: a restarted agent's join
+    stream makes a new aligner, and the old one goes with its stream."""
+
+    def __init__(self) -> None:
+        self._refs: list[weakref.ref[TaskShard]] = []
+        self.units: TaskUnits | None = None  # the exactly-once producer's units, when there is one
+
+    def add(self, shard: TaskShard) -> None:
+        self._refs.append(weakref.ref(shard))
+
+    def __iter__(self) -> Iterator[TaskShard]:
+        self._refs = [ref for ref in self._refs if ref() is not None]
+        return iter([shard for ref in self._refs if (shard := ref()) is not None])
+
+
 class TaskManager:
     """The worker's tasks, kept in step with its assignment and its tables' recovery."""
 
-    def __init__(self, group_topics: Iterable[str], partitions: SourcePartitions | None = None) -> None:
+    def __init__(self, group_topics: Iterable[str], partitions: SourcePartitions | None = None,
+                 shards: TaskShards | None = None) -> None:
         self.group_topics = frozenset(group_topics)  # the co-partitioned source topics
         self.tasks: dict[int, Task] = {}
         self.assigned_once = False
-        # every source partition's state (a topology's TaskManager takes over the one before it)
+        # every source partition's state, and the parts keeping the rest of the tasks' state
+        # (a topology's TaskManager takes both over from the one before it)
         self.partitions = partitions if partitions is not None else SourcePartitions()
+        self.shards = shards if shards is not None else TaskShards()
+
+    def register(self, shard: TaskShard, *, units: TaskUnits | None = None) -> None:
+        """``shard`` is called at the tasks' moments from now on; ``units``: it is the
+        exactly-once producer, whose units a fence takes."""
+        self.shards.add(shard)
+        if units is not None:
+            self.shards.units = units
+
+    # -- the tasks' moments, for every shard ------------------------------------------------------
+
+    async def open(self, tps: list[TP]) -> None:
+        """``tps`` were assigned; before any of their records is read (EOS v1: the previous
+        owners' producers are fenced)."""
+        for shard in self.shards:
+            await shard.tasks_opening(tps)
+
+    async def rebalanced(self, assigned: set[TP]) -> list[TP]:
+        """The assignment changed to ``assigned``; returns the source partitions paused until
+        the shards caught up (the tables' recovery)."""
+        waiting: list[TP] = []
+        for shard in self.shards:
+            waiting += await shard.rebalanced(assigned)
+        return waiting
+
+    def rewound(self, tps: list[TP]) -> None:
+        """``tps`` go back to their committed offsets (a rolled-back checkpoint; the router
+        rewound them): the shards forget what they learnt of them since."""
+        for shard in self.shards:
+            shard.tasks_rewound(tps)
+
+    def lose(self, tps: list[TP]) -> None:
+        """The group took ``tps`` away: their tasks' uncommitted writes are forgotten, so no
+        checkpoint sends them (their next owner has them as last committed)."""
+        for shard in self.shards:
+            shard.tasks_lost(tps)
+
+    async def revoke(self, tps: list[TP], kept: set[TP], *, stopping: bool, why: str = "revoked") -> None:
+        """After their release: the tasks of ``tps`` close, every shard forgets them (the
+        producer units of tasks not ``kept`` close), and, unless the worker is ``stopping``,
+        the shards follow the assignment that is left."""
+        self.close(tps, why)
+        for shard in self.shards:
+            await shard.tasks_revoked(tps, kept)
+        if not stopping:
+            await self.rebalanced(kept)
+
+    def fenced_partitions(self, unit: Hashable, owned: Iterable[TP]) -> list[TP]:
+        """The partitions of ``owned`` a fence of exactly-once ``unit`` takes."""
+        units = self.shards.units
+        assert units is not None, "a fence without an exactly-once producer"
+        return sorted(tp for tp in owned if units.unit_of(tp) == unit)
+
+    async def fence(self, unit: Hashable, tps: list[TP]) -> None:
+        """A newer producer or group generation took exactly-once ``unit`` (its partitions
+        ``tps``) over: every shard forgets its tasks' state, then the unit starts over."""
+        units = self.shards.units
+        assert units is not None, "a fence without an exactly-once producer"
+        shards = list(self.shards)
+        for shard in shards:  # none awaits: nothing of the fenced tasks is used meanwhile
+            shard.tasks_fenced(tps, lambda partitions, number: units.unit_of_table(partitions, number) == unit)
+        for shard in shards:
+            await shard.unit_fenced(unit)
 
     def partitions_of(self, number: int) -> list[SourcePartition]:
         """Task ``number``'s source partitions, as this worker reads them."""

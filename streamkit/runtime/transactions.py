@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Hashable, cast
 
 from ..transport.base import TP, Headers, Producer, retry_while_unreachable
 from .event import processing
+from .tasks import TaskShard
 
 if TYPE_CHECKING:
     from ..transport.base import Driver
@@ -30,8 +31,10 @@ TransactionUnit = tuple[int, int]  # a transactional producer's share: (input pa
 WORKER: TransactionUnit = (0, 0)  # the one unit of EOS v2
 
 
-class TransactionalProducer(Producer):
-    """The runtime's producer under exactly-once: routes each send into the right transaction."""
+class TransactionalProducer(Producer, TaskShard):
+    """The runtime's producer under exactly-once: routes each send into the right transaction.
+    Its units are the tasks' (EOS v1) or the worker's (v2) share of it: the task manager opens,
+    closes and reopens them at the tasks' moments."""
 
     def __init__(self, driver: "Driver", app_id: str, *, per_partition: bool, transactional_id: str,
                  partition_count: Callable[[str], int]) -> None:
@@ -147,6 +150,20 @@ class TransactionalProducer(Producer):
             except Exception as exc:  # a producer that cannot flush is being replaced anyway
                 log.info("old transactional producer did not close cleanly: %r", exc)
         await retry_while_unreachable(lambda: self._open_unit(task, self.transactional_id), "init_transactions")
+
+    # -- the tasks' moments (runtime/tasks.py) ----------------------------------------------------
+
+    async def tasks_opening(self, tps: list[TP]) -> None:
+        await self.assigned(tps)
+
+    async def tasks_revoked(self, tps: list[TP], kept: set[TP]) -> None:
+        """EOS v1: the producers of the tasks given up close (their transactions are committed
+        or given up); a task keeping a partition keeps its producer."""
+        if self.per_partition:
+            await self.close_units({self.unit_of(tp) for tp in tps} - {self.unit_of(tp) for tp in kept})
+
+    async def unit_fenced(self, unit: Hashable) -> None:
+        await self.reopen(cast(TransactionUnit, unit))
 
     async def stop(self) -> None:
         for task in list(self.units):

@@ -37,6 +37,7 @@ from .topic_admin import connect_admin
 if TYPE_CHECKING:
     from ..types.app import AppProtocol, TopicProtocol
     from .inbox import Subscriber
+    from .tasks import TaskShard
 
 log = logging.getLogger("streamkit.worker")
 
@@ -114,6 +115,10 @@ class Runtime(Service):
         """An agent's stream reads ``topic`` (runtime/context.py; the router routes it)."""
         self.router.subscribe(topic, subscriber)
 
+    def register_task_shard(self, shard: TaskShard) -> None:
+        """A part keeping state of the tasks' partitions (runtime/context.py, runtime/tasks.py)."""
+        self.tasks.register(shard)
+
     def delivered_to(self, tp: TP) -> int | None:
         """The offset after the last record of ``tp`` handed to the streams (runtime/context.py)."""
         return self.router.delivered_to(tp)
@@ -154,6 +159,7 @@ class Runtime(Service):
         self.txns = TransactionalProducer(self.driver, self.app.id, per_partition=per_partition,
                                           transactional_id=transactional_id, partition_count=self.partition_count)
         self.producer = self.txns
+        self.tasks.register(self.txns, units=self.txns)  # the tasks' producer units
         await self.txns.start()
 
     async def on_start(self) -> None:
@@ -170,7 +176,7 @@ class Runtime(Service):
         log.info("topology frozen: %d agent(s), %d table(s), reading %s", len(self.topology.agents),
                  len(self.topology.tables), ", ".join(self.topology.subscribed) or "nothing")
         log.debug("%s", self.topology.describe())
-        self.tasks = TaskManager(self.topology.copartitioned, self.tasks.partitions)
+        self.tasks = TaskManager(self.topology.copartitioned, self.tasks.partitions, self.tasks.shards)
         self.group_protocol = await self._choose_group_protocol(self.topology)
         self.consumer = self.driver.consumer(self.app.id, protocol=self.group_protocol.protocol)
         self.pauses = PauseLedger(self.consumer, self.tasks.partitions)
@@ -194,6 +200,7 @@ class Runtime(Service):
             assert self._table_manager is not None, "an app with tables passes its table manager"
             assert self.membership is not None  # started above for an app with tables
             self.tables = self._table_manager(self.app, self.app.processing, self.driver, self.app.tables.values())
+            self.tasks.register(self.tables)  # the tasks' table shards
             self.checkpoint.participants.append(self.tables)
             self.checkpoint.cache_limit = self.conf.table_cache_max_keys
             self.tables.membership = self.membership

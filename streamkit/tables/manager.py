@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from ..errors import StoreWriteFailed
 from ..runtime.dead_letters import dead_letter_headers
 from ..runtime.loops import halting
+from ..runtime.tasks import TableSelection, TaskShard
 from ..transport.base import TP, Message, Producer, delivery_position, retry_while_unreachable
 from .faust_changelogs import ChangelogChecks
 from .marks import MARK_HEADERS, MARK_KEY, OPENING_MARK, MarkedBlocks, committed_covers, mark_offsets, mark_value
@@ -34,7 +35,11 @@ log = logging.getLogger("streamkit.tables")
 Changes = list[tuple[Table, int, dict[bytes, bytes | None], bytes | None]]
 
 
-class TableManager:
+class TableManager(TaskShard):
+    """The worker's table partitions: the tasks' table shards (the task manager drives them at
+    the tasks' moments: ``rebalanced``, ``tasks_lost``, ``tasks_fenced``), the standbys and the
+    global tables, and the checkpoint participant that writes their changelogs."""
+
     def __init__(self, app: "AppProtocol", context: "ProcessingContext", driver: "Driver",
                  tables: Iterable[Table]) -> None:
         self.app = app
@@ -123,6 +128,17 @@ class TableManager:
             for number in [n for n in table.local if select(table.partitions, n)]:
                 del table.local[number]
                 self._close(table, number)
+
+    # -- the tasks' moments (runtime/tasks.py; ``rebalanced`` below is one too) ------------------
+
+    def tasks_lost(self, tps: list[TP]) -> None:
+        """Drop the write caches of the table partitions of ``tps`` (lost: the next owner has
+        them, from the changelog as last committed)."""
+        numbers = {(self._partition_count(tp.topic), tp.partition) for tp in tps}
+        self.discard(lambda partitions, number: (partitions, number) in numbers)
+
+    def tasks_fenced(self, tps: list[TP], tables: TableSelection) -> None:
+        self.drop(tables)
 
     def owned_numbers(self, table: Table, assigned: Iterable[TP]) -> set[int]:
         """Table partitions this worker serves, given its source assignment."""

@@ -3,6 +3,7 @@ paused (not handed out unpaired, which would make the other side late), resumed 
 and the pause ledger keeps one part's resume from undoing another's pause."""
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -12,9 +13,11 @@ from streamkit.joins.aligned import AlignmentCounters, TimeAligner
 from streamkit.runtime.context import ProcessingContext
 from streamkit.runtime.event import Event
 from streamkit.runtime.inbox import Batch
+from streamkit.runtime.ownership import PartitionOwnership
 from streamkit.runtime.partitions import SourcePartitions
 from streamkit.runtime.pauses import PauseLedger
 from streamkit.runtime.router import Router
+from streamkit.runtime.tasks import TaskManager
 from streamkit.transport.base import TP, Message
 
 LEFT, RIGHT = TP("lefts", 0), TP("rights", 0)
@@ -53,7 +56,8 @@ def aligner_over(consumer: RecordingConsumer) -> tuple[TimeAligner, AlignmentCou
     router = Router(None)  # type: ignore[arg-type]  # delivers nothing here: no error policy needed
     runtime = SimpleNamespace(consumer=consumer, pauses=PauseLedger(consumer, router.partitions),
                               assigned={LEFT, RIGHT}, router=router, delivered_to=router.delivered_to,
-                              fetch_rounds=0)
+                              fetch_rounds=0, tasks=TaskManager(("lefts", "rights"), router.partitions))
+    runtime.register_task_shard = runtime.tasks.register
     context = ProcessingContext()
     context.bind(runtime)  # type: ignore[arg-type]  # the worker's members the aligner reads
     counters = AlignmentCounters()
@@ -252,4 +256,67 @@ async def test_what_the_router_delivers_while_the_aligner_asks_the_consumer_is_l
     aligner.add(batch(right1, 0, 174))  # the stream takes what its inbox holds, then picks again
     picked = await aligner.pick(now=0.0)
     assert isinstance(picked, tuple) and picked[0].tp == right1  # its earlier records first
+    assert counters.unaligned == 0
+
+
+async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignment_waits_again():
+    """The aligner's state of a task given up is forgotten with the task (the task manager drives
+    it, as the producer unit's and table shards'). Kept, a side found caught up before the
+    revocation was still taken as caught up once the task came back, read again from its
+    committed offset: the other side's head went out alone, and the records it should have
+    waited for came in late."""
+    consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
+    aligner, counters, runtime = aligner_over(consumer)
+    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
+    runtime.router.partitions[LEFT].delivered = 10
+    assert isinstance(await aligner.pick(now=0.0), float)
+    runtime.fetch_rounds += 1
+    picked = await aligner.pick(now=0.1)  # the right side is at its end: caught up
+    assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    runtime.router.revoke([LEFT, RIGHT])  # revoked, as the rebalance handler does it
+    runtime.router.forget([LEFT, RIGHT])
+    runtime.assigned.clear()
+    await runtime.tasks.revoke([LEFT, RIGHT], kept=set(), stopping=False)
+    left_behind = {name: getattr(aligner, name) for name in ("queues", "held", "waiting_since", "settled",
+                                                             "probed", "answered") if getattr(aligner, name)}
+    assert not left_behind, f"state of revoked partitions left behind: {left_behind}"
+
+    class Rewound(RecordingConsumer):  # assigned again: the right side is read from its committed offset
+        async def position(self, tp: TP) -> int | None:
+            return 50
+
+    runtime.consumer = Rewound({LEFT: 20, RIGHT: 125})
+    runtime.assigned.update({LEFT, RIGHT})
+    aligner.add(batch(LEFT, 10, 10, time_of=lambda offset: 10_000 + offset))
+    runtime.router.partitions[LEFT].delivered = 20
+    wait = await pick(aligner, now=1.0)
+    assert isinstance(wait, float) and wait > 0, "the left went out before the right's records came again"
+    assert counters.unaligned == 0
+
+
+async def test_a_rolled_back_partitions_alignment_state_is_forgotten_with_the_rewind():
+    """A rolled-back checkpoint rewinds its partitions to the committed offsets (the rebalance
+    handler's ``rewind``, which the checkpoint calls): a side found caught up before is read
+    again from there, and must be waited for again, as after a revocation."""
+    consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
+    aligner, counters, runtime = aligner_over(consumer)
+    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
+    runtime.router.partitions[LEFT].delivered = 10
+    assert isinstance(await aligner.pick(now=0.0), float)
+    runtime.fetch_rounds += 1
+    picked = await aligner.pick(now=0.1)  # the right side is at its end: caught up
+    assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    ownership = PartitionOwnership(runtime, SimpleNamespace(conf=None), runtime.router,  # type: ignore[arg-type]
+                                   runtime.assigned, asyncio.Event())
+    await ownership.rewind([LEFT, RIGHT])  # rolled back: both sides are read again from their commits
+
+    class Rewound(RecordingConsumer):
+        async def position(self, tp: TP) -> int | None:
+            return 50
+
+    runtime.consumer = Rewound({LEFT: 10, RIGHT: 125})
+    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))  # read again
+    runtime.router.partitions[LEFT].delivered = 10
+    wait = await pick(aligner, now=1.0)
+    assert isinstance(wait, float) and wait > 0, "the left went out before the right's records came again"
     assert counters.unaligned == 0

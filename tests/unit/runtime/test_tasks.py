@@ -2,11 +2,12 @@
 follows assignment, recovery, revocation and stop."""
 from __future__ import annotations
 
+import gc
 import uuid
 
 import pytest
 
-from streamkit.runtime.tasks import IllegalTransition, Task, TaskManager, TaskState
+from streamkit.runtime.tasks import IllegalTransition, Task, TaskManager, TaskShard, TaskState
 from streamkit.testing import wait_for
 from streamkit.transport import TP
 from tests.helpers import memory_word_counters
@@ -62,3 +63,69 @@ async def test_a_worker_moves_its_tasks_through_join_and_stop(tmp_path):
                        message="the first worker runs all four again")
         tasks = first.runtime.tasks
     assert tasks.tasks == {}  # stop closes every task
+
+
+class Recording(TaskShard):
+    """A shard that notes each moment it is called at."""
+
+    def __init__(self, name: str, calls: list) -> None:
+        self.name, self.calls = name, calls
+
+    async def rebalanced(self, assigned):
+        self.calls.append((self.name, "rebalanced", sorted(assigned)))
+        return []
+
+    def tasks_lost(self, tps):
+        self.calls.append((self.name, "lost", tps))
+
+    async def tasks_revoked(self, tps, kept):
+        self.calls.append((self.name, "revoked", tps, sorted(kept)))
+
+    def tasks_fenced(self, tps, tables):
+        self.calls.append((self.name, "fenced", tps, [n for n in range(4) if tables(4, n)]))
+
+    async def unit_fenced(self, unit):
+        self.calls.append((self.name, "reopened", unit))
+
+
+class PerTask(Recording):
+    """An EOS v1 producer's units: one per task."""
+
+    def unit_of(self, tp):
+        return (4, tp.partition)
+
+    def unit_of_table(self, partitions, number):
+        return (partitions, number)
+
+
+async def test_a_revocation_or_a_fence_is_one_call_that_drives_every_shard_of_the_tasks():
+    calls: list = []
+    first = TaskManager(())
+    producer = PerTask("producer", calls)
+    first.register(producer, units=producer)
+    manager = TaskManager(["clicks"], first.partitions, first.shards)  # the topology's: takes the shards over
+    tables = Recording("tables", calls)
+    manager.register(tables)
+    manager.assigned(tps("clicks", 0, 1, 2), waiting=[])
+    await manager.revoke(tps("clicks", 2), set(tps("clicks", 0, 1)), stopping=False)
+    assert calls == [("producer", "revoked", tps("clicks", 2), tps("clicks", 0, 1)),
+                     ("tables", "revoked", tps("clicks", 2), tps("clicks", 0, 1)),
+                     ("producer", "rebalanced", tps("clicks", 0, 1)), ("tables", "rebalanced", tps("clicks", 0, 1))]
+    assert set(manager.tasks) == {0, 1}
+    calls.clear()
+    fenced = manager.fenced_partitions((4, 1), tps("clicks", 0, 1))
+    assert fenced == tps("clicks", 1)
+    await manager.fence((4, 1), fenced)
+    # every shard forgets the unit's tasks (its table partitions only) before the unit starts over
+    assert calls == [("producer", "fenced", fenced, [1]), ("tables", "fenced", fenced, [1]),
+                     ("producer", "reopened", (4, 1)), ("tables", "reopened", (4, 1))]
+    calls.clear()
+    manager.lose(tps("clicks", 0))
+    await manager.revoke(tps("clicks", 0), set(), stopping=True)  # a stopping worker's tables follow nothing
+    assert [c[:2] for c in calls] == [("producer", "lost"), ("tables", "lost"), ("producer", "revoked"),
+                                      ("tables", "revoked")]
+    calls.clear()
+    del tables
+    gc.collect()
+    manager.lose(tps("clicks", 1))  # a shard gone (a restarted agent's join stream) is not called
+    assert calls == [("producer", "lost", tps("clicks", 1))]
