@@ -245,6 +245,7 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
     from ..tables.task_keys import WrongPartition
     from ..transport.partitioner import partition_for_key
+    from .row_access import message_of, named_rows
 
     state_schema = StructType([StructField("state", BinaryType(), True)])
 
@@ -261,16 +262,14 @@ def fold_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
 
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             run = self.run
-            ordered = sorted(rows_in, key=lambda r: (r["partition"], r["offset"]))
+            ordered = sorted(named_rows(rows_in), key=lambda r: (r.partition, r.offset))
             run.out = SinkRows()
             try:
-                events = run.decode([Message(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
-                                             [(h["key"], h["value"]) for h in r["headers"] or ()], None)
-                                     for r in ordered])
+                events = run.decode([message_of(r) for r in ordered])
                 if events:  # none when every record failed to decode: only their DLQ rows go out
                     self._fold(events)
             except Exception as exc:  # the policy's stop, or streamkit's own failure
-                where = f"{ordered[0]['topic']}[{ordered[0]['partition']}]" if ordered else "an empty group"
+                where = f"{ordered[0].topic}[{ordered[0].partition}]" if ordered else "an empty group"
                 raise task_failed(agent_name, where, exc) from exc
             yield from run.out.rows()
 

@@ -34,13 +34,12 @@ from ..streams.stream import Stream
 from ..tables.marks import MARK_KEY
 from ..tables.stores import MemoryStore
 from ..tables.table import Table, TablePartition
-from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, _where, drive, messages_of, window_join_of
 from .collector import task_ended, task_started
 from .references import referenced
-from .row_access import named_rows
+from .row_access import message_of, named_rows, pass_dead_letter
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -404,7 +403,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             if len(records) < len(ordered):
                 for r in ordered:
                     if r.partition == DEAD:
-                        run.out.add(r.topic, r.key, r.value, [(h["key"], h["value"]) for h in r.headers or ()])
+                        pass_dead_letter(run.out, r)
                     elif r.topic in updates:  # a joined table's changes of this micro-batch come first
                         state = self.states[updates[r.topic]]
                         state.update((r.value,)) if r.value is not None else state.clear()
@@ -431,10 +430,7 @@ def keyed_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             decode = agent.topic.value_codec.decode
             events = []
             for r in records:
-                stamp = r.timestamp
-                message = Message(r.topic, home, r.offset, key_bytes, r.value,
-                                  [(h["key"], h["value"]) for h in r.headers] if r.headers else [],
-                                  None if stamp is None else round(stamp.timestamp() * 1000))
+                message = message_of(r, partition=home, key=key_bytes)
                 try:
                     events.append(Event(new_key, decode(r.value), message))
                 except Exception as exc:  # decoded in stage one already: only a codec that changed

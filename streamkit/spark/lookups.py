@@ -23,10 +23,10 @@ import pyarrow as pa
 from ..runtime.event import Event
 from ..tables.marks import MARK_KEY
 from ..tables.table import TablePartition
-from ..transport.base import Message
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, drive, messages_of
 from .keyed import DEAD, KeyedPlan, RekeyTask, _KeyedStream, _OneKeyCache, _OneKeyStore, plan
+from .row_access import message_of, named_rows, pass_dead_letter
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -99,20 +99,20 @@ def lookup_processor(app_spec: str, agent_name: str) -> Any:
         def handleInputRows(self, key: Any, rows_in: Iterator[Any], timerValues: Any) -> Iterator[Any]:
             run, changelog = self.run, self.table.changelog.name
             run.out = type(run.out)()
-            ordered = sorted(rows_in, key=lambda r: (r["topic"] == changelog, r["partition"], r["offset"]))
+            ordered = sorted(named_rows(rows_in), key=lambda r: (r.topic == changelog, r.partition, r.offset))
             records = []
             for r in ordered:
-                if r["partition"] == DEAD:
-                    run.out.add(r["topic"], r["key"], r["value"], [(h["key"], h["value"]) for h in r["headers"] or ()])
-                elif r["topic"] == changelog:  # the table's changes of this micro-batch come first
-                    self.state.update((r["value"],)) if r["value"] is not None else self.state.clear()
+                if r.partition == DEAD:
+                    pass_dead_letter(run.out, r)
+                elif r.topic == changelog:  # the table's changes of this micro-batch come first
+                    self.state.update((r.value,)) if r.value is not None else self.state.clear()
                 else:
                     records.append(r)
             if records:
                 try:
                     self._process(key[0], records)
                 except Exception as exc:  # the policy's stop, or streamkit's own failure
-                    raise task_failed(agent_name, f"{records[0]['topic']}[{records[0]['partition']}]", exc) from exc
+                    raise task_failed(agent_name, f"{records[0].topic}[{records[0].partition}]", exc) from exc
             yield from run.out.rows()
 
         def _process(self, entry: bytes, records: list[Any]) -> None:
@@ -121,11 +121,8 @@ def lookup_processor(app_spec: str, agent_name: str) -> Any:
             part = TablePartition(number, _OneKeyStore(table, entry, self.state.get()[0] if self.state.exists() else None))
             part.cache, part.ready = _OneKeyCache(table, entry), True
             table.local = {number: part}
-            events: list[Event] = run.decode([  # each its own key and partition, as the worker reads it
-                Message(r["topic"], r["partition"], r["offset"], r["key"], r["value"],
-                        [(h["key"], h["value"]) for h in r["headers"] or ()],
-                        None if r["timestamp"] is None else round(r["timestamp"].timestamp() * 1000))
-                for r in records])
+            # each its own key and partition, as the worker reads it
+            events: list[Event] = run.decode([message_of(r) for r in records])
             if events:
                 self.loop.run_until_complete(drive(run, events, stream_type=_KeyedStream, body=agent.source_fun))
             table.local = {}

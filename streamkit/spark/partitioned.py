@@ -34,14 +34,13 @@ from ..streams.stream import Stream
 from ..tables.stores import MemoryStore
 from ..tables.table import Table, TablePartition
 from ..tables.window_api import WindowWrapper
-from ..transport.base import Message
 from ..transport.partitioner import partition_for_key
 from . import rows
 from .agents import BEFORE_ANY_RECORD, AgentRun, drive, window_join_of
 from .collector import task_ended, task_started
 from .keyed import DEAD, RekeyTask, _KeyedStream, plan, tables_of
 from .references import referenced
-from .row_access import named_rows
+from .row_access import message_of, millis, named_rows, pass_dead_letter
 from .task_errors import task_failed
 
 if TYPE_CHECKING:
@@ -109,7 +108,7 @@ def in_task_order(records: list[Any], topics: tuple[str, ...] = ()) -> list[Any]
     if len(lists) == 1:
         return lists[0]
     # heapq.merge hands out the smallest head, the earlier list first on ties: the worker's pick
-    return list(heapq.merge(*lists, key=lambda r: _millis(r.timestamp) if r.timestamp is not None else -1))
+    return list(heapq.merge(*lists, key=_time_or_first))
 
 
 class SparkJoinStream(JoinStream):
@@ -124,8 +123,10 @@ class SparkJoinStream(JoinStream):
 _offset = operator.attrgetter("offset")
 
 
-def _millis(stamp: Any) -> int:
-    return round(stamp.timestamp() * 1000)
+def _time_or_first(row: Any) -> int:
+    """A row's timestamp in ms; one without comes first."""
+    stamp = millis(row.timestamp)
+    return -1 if stamp is None else stamp
 
 
 def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
@@ -164,7 +165,7 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             records = named_rows(rows_in)
             if home == DEAD:
                 for r in records:
-                    run.out.add(r.topic, r.key, r.value, [(h["key"], h["value"]) for h in r.headers or ()])
+                    pass_dead_letter(run.out, r)
             elif records:
                 ordered = in_task_order(records, self.topics)
                 try:
@@ -187,10 +188,7 @@ def partition_processor(app_spec: str, agent_name: str, partitions: int) -> Any:
             events = []
             for r in records:
                 topic = codecs[r.topic]
-                stamp = r.timestamp
-                message = Message(r.topic, home, r.offset, r.key, r.value,
-                                  [(h["key"], h["value"]) for h in r.headers] if r.headers else [],
-                                  None if stamp is None else _millis(stamp))
+                message = message_of(r, partition=home)
                 try:
                     events.append(Event(decode_key(r.key) if r.key is not None else None,
                                         topic.value_codec.decode(r.value), message))

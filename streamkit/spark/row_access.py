@@ -13,6 +13,8 @@ from typing import Any, Iterable
 
 from pyspark.sql import Row
 
+from ..transport.message import Headers, Message
+
 
 @functools.lru_cache(maxsize=32)
 def _tuple_type(fields: tuple[str, ...]) -> Any:
@@ -28,6 +30,28 @@ def named_rows(rows_in: Iterable[Any]) -> list[Any]:
             make = _tuple_type(tuple(row.__fields__))._make
         out.append(make(row))  # a Row is a tuple: its values in field order
     return out
+
+
+def headers_of(row: Any) -> Headers:
+    """A record row's headers as the (name, bytes) pairs a Message holds."""
+    return [(h["key"], h["value"]) for h in row.headers] if row.headers else []
+
+
+def millis(stamp: Any) -> int | None:
+    """A row's Spark timestamp (a datetime) as the broker's milliseconds."""
+    return None if stamp is None else round(stamp.timestamp() * 1000)
+
+
+def message_of(row: Any, *, partition: int | None = None, key: bytes | None = None) -> Message:
+    """A record row (named: ``named_rows``) as the Message a worker would have fetched;
+    ``partition``/``key``: where the agent's stage two reads it after a re-key."""
+    return Message(row.topic, row.partition if partition is None else partition, row.offset,
+                   row.key if key is None else key, row.value, headers_of(row), millis(row.timestamp))
+
+
+def pass_dead_letter(out: Any, row: Any) -> None:
+    """A dead letter stage one already wrote as a row: on to the sink as it is."""
+    out.add(row.topic, row.key, row.value, headers_of(row))
 
 
 class SinkRow(Row):
