@@ -69,6 +69,8 @@ STREAMKIT = ["raw-confluent", "raw-aiokafka",
              "streamkit-confluent-windowed", "streamkit-aiokafka-windowed",
              "streamkit-confluent-function", "streamkit-aiokafka-function",  # def fn(order): the batch loop
              "streamkit-confluent-fold", "streamkit-aiokafka-fold"]
+# run only when named in --scenarios (quick_stateless.py runs them): the agent over a pyarrow RecordBatch
+ON_REQUEST = ["streamkit-confluent-columnar", "streamkit-aiokafka-columnar"]
 PEERS = ["quix-stateless", "quix-stateful", "quix-eos", "quix-windowed",
          "faust-stateless", "faust-stateful", "faust-eos", "faust-windowed"]
 
@@ -181,6 +183,9 @@ def ratios(summary: dict[str, dict[str, Any]], extras: dict[str, dict[str, Any]]
         "stateless function aiokafka / raw aiokafka": ratio("streamkit-aiokafka-function", "raw-aiokafka"),
         "stateless function / async for (confluent)": ratio("streamkit-confluent-function", "streamkit-confluent"),
         "stateless function / async for (aiokafka)": ratio("streamkit-aiokafka-function", "streamkit-aiokafka"),
+        "columnar confluent / raw confluent": ratio("streamkit-confluent-columnar", "raw-confluent"),
+        "columnar / stateless function (confluent)": ratio("streamkit-confluent-columnar", "streamkit-confluent-function"),
+        "columnar / stateless function (aiokafka)": ratio("streamkit-aiokafka-columnar", "streamkit-aiokafka-function"),
         "fold / stateless function confluent": ratio("streamkit-confluent-fold", "streamkit-confluent-function"),
         "fold / stateless function aiokafka": ratio("streamkit-aiokafka-fold", "streamkit-aiokafka-function"),
         "windowed confluent / quix": ratio("streamkit-confluent-windowed", "quix-windowed"),
@@ -309,11 +314,19 @@ def run_extra(name: str, measure: Any) -> dict[str, Any]:
 
 def select_scenarios(args: argparse.Namespace) -> list[str]:
     """Every scenario in run order (the peers' unless ``--no-peers``), or the ``--scenarios``
-    subset; the recovery ones only with ``--recovery-keys`` > 0."""
+    subset (``ON_REQUEST`` ones only there; a name that is no scenario is refused); the recovery
+    ones only with ``--recovery-keys`` > 0."""
     peers = [] if args.no_peers else PEERS + dataflow_peers.SCENARIOS + join_runs.PEER_JOINS
     scenarios = STREAMKIT + join_runs.JOINS + peers + EXTRAS[:-1] + ([] if args.no_peers else EXTRAS[-1:])
     if args.scenarios:
-        scenarios = [s for s in scenarios if s in args.scenarios.split(",")]
+        asked = args.scenarios.split(",")
+        every = (STREAMKIT + ON_REQUEST + join_runs.JOINS + PEERS + dataflow_peers.SCENARIOS + join_runs.PEER_JOINS
+                 + EXTRAS)
+        unknown = [s for s in asked if s not in every]
+        if unknown:
+            raise SystemExit(f"--scenarios: {', '.join(unknown)} is no scenario of this run; pick from "
+                             f"{', '.join(every)}")
+        scenarios = [s for s in STREAMKIT + ON_REQUEST + scenarios[len(STREAMKIT):] if s in asked]
     if args.recovery_keys <= 0:
         scenarios = [s for s in scenarios if "recovery" not in s]
     return scenarios

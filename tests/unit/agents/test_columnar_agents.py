@@ -424,3 +424,36 @@ async def test_a_field_left_out_takes_the_records_default_and_an_optional_one_is
     assert sorted(seen, key=lambda row: row["seq"]) == [{"seq": 0, "unit": "F", "note": None},
                                                         {"seq": 1, "unit": "C", "note": "x"},
                                                         {"seq": 2, "unit": "K", "note": None}]
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+async def test_a_body_that_crashes_holding_a_batch_gets_the_whole_batch_again(guarantee, monkeypatch):
+    """The batch in hand is held as one span (streams/stream.py): a crash outside the function
+    (here the decode, once) hands every record of it out again, and none is committed before."""
+    from streamkit.agents.columnar import Columnar
+
+    app = make_app(agent_retries=2, processing_guarantee=guarantee)
+    source, out = topics(app)
+    seen: list[list[int]] = []
+    decode, crashed = Columnar.decode, []
+
+    def decode_crashing_once(self, messages):
+        if not crashed:
+            crashed.append([m.offset for m in messages])
+            raise RuntimeError("the worker's own code failed holding the batch")
+        return decode(self, messages)
+
+    monkeypatch.setattr(Columnar, "decode", decode_crashing_once)
+
+    @app.agent(source, sink=[out], columnar=True)
+    def to_celsius(batch):
+        seen.append(batch.column("seq").to_pylist())
+        return enrich(batch)
+
+    broker = prefill(app, readings(300))
+    async with app.running():
+        await wait_for(lambda: committed(app) == 300, 10, message="all 300 records committed")
+    assert crashed == [list(range(300))]
+    assert seen[0] == list(range(300)), "the batch did not come again whole"
+    assert [orjson.loads(m.value)["seq"] for m in records(broker, "out")] == list(range(300))
+    assert records(broker, app.dlq_topic_name) == []

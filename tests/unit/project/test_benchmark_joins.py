@@ -144,3 +144,13 @@ def test_the_performance_targets_ratios_state_vs_stateless_tail_latency_and_reco
     assert out["latency aiokafka at 1,000 rec/s: max ms"] == 40.0
     assert out["recovery confluent-rocksdb / raw consume ceiling"] == 0.5
     assert "recovery raw-confluent / raw consume ceiling" not in out
+
+
+def test_the_columnar_scenarios_run_when_named_and_an_unknown_name_is_refused(bench):
+    """``--scenarios`` dropped names it did not know without a word (the columnar ones among them)."""
+    asked = "raw-confluent,streamkit-confluent-columnar,streamkit-confluent-function"
+    assert scenarios(bench, asked, no_peers=True) == [
+        "raw-confluent", "streamkit-confluent-function", "streamkit-confluent-columnar"]
+    assert "streamkit-confluent-columnar" not in scenarios(bench)  # on request only
+    with pytest.raises(SystemExit, match="streamkit-confluent-columnr is no scenario"):
+        scenarios(bench, "raw-confluent,streamkit-confluent-columnr")

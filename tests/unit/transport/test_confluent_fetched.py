@@ -78,3 +78,13 @@ def test_a_batchs_keys_and_values_read_in_one_pass_match_each_messages_own():
         FetchedMessage.of(Message(topic="a", partition=0, offset=5, key=None, value=None))]
     assert keys_and_values(messages) == ([m.key for m in messages], [m.value for m in messages])
     assert keys_and_values(messages)[0][:2] == [b"k0", b"k1"] and keys_and_values(messages)[1][5] is None
+
+
+def test_a_fetched_message_is_not_tracked_by_the_cyclic_collector():
+    """A fetched batch's thousands of views filled the young generation (runtime/gc_tuning.py)
+    and cost 0.05 µs a record more to make and free; they hold nothing that refers back."""
+    import gc
+
+    messages = split([record("a", 0, 1), record("a", 0, 2)], never, FetchedMessage)[TP("a", 0)]
+    assert [gc.is_tracked(m) for m in messages] == [False, False]
+    assert messages[1].offset == 2 and messages[1].partition == 0
