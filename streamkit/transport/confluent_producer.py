@@ -62,6 +62,9 @@ class ConfluentProducer(Producer):
         self._settling: list[DeliveryCount] = []  # counts a flush waits for
         self._stop = threading.Event()
         self._loop_served_at = float("-inf")  # time.monotonic() of the loop's last _serve_reports
+        # held by whichever thread serves reports now (the poller, or the loop after its sends):
+        # never both at once, so no two threads run the delivery callbacks together
+        self._serving = threading.Lock()
         self._poller: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._txn_in_flight: asyncio.Future[Any] | None = None
@@ -85,7 +88,8 @@ class ConfluentProducer(Producer):
                 self._stop.wait(left)
                 continue
             try:
-                served = self.client.poll(0.05)
+                with self._serving:
+                    served = self.client.poll(0.05)
             except KafkaException as exc:  # a fatal error (fenced): the next transactional call says so
                 log.debug("producer poll: %s", exc)
                 if exc.args and isinstance(exc.args[0], KafkaError) and exc.args[0].fatal():
@@ -211,11 +215,15 @@ class ConfluentProducer(Producer):
         here after each batch's sends instead: 1.26x its throughput in 3 alternating pairs;
         benchmarks/README.md). The poller still serves whatever comes while the loop sends nothing."""
         self._loop_served_at = time.monotonic()
+        if not self._serving.acquire(blocking=False):
+            return  # the poller is serving them now
         try:
             served = self.client.poll(0)
         except KafkaException as exc:  # a fatal error (fenced): the poller and the next transactional call say so
             log.debug("producer poll: %s", exc)
             return
+        finally:
+            self._serving.release()
         if served:
             self._resolve_reports()
 

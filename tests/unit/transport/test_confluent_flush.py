@@ -161,3 +161,25 @@ async def wait_until(condition, message: str, deadline: float = 10.0) -> None:
     from streamkit.testing import wait_for
 
     await wait_for(condition, deadline, interval=0.01, message=message)
+
+
+async def test_the_loop_leaves_the_reports_to_the_poller_while_it_serves_them():
+    """The loop serves reports after its sends only when the poller thread is not serving them
+    at that moment: the delivery callbacks count reports (``reported += 1``), and two threads
+    running them together could lose a count, leaving a flush waiting for good."""
+    from confluent_kafka import Producer as CKProducer
+
+    producer = unreachable_producer()
+    producer._loop = asyncio.get_running_loop()
+    producer._client = CKProducer(producer._conf)  # started without its poller thread
+    try:
+        assert producer.try_send("t", b"k", b"untracked")
+        producer.client.purge()  # reported now (as purged), waiting for a poll
+        with producer._serving:  # the poller thread, in the middle of its poll
+            assert producer.try_send_many([("t", b"k", b"next")]) == 1
+            assert producer._count.reported == 0  # not served here meanwhile
+        assert producer.try_send_many([("t", b"k", b"again")]) == 1
+        assert producer._count.reported == 1  # served once the poller was out of it (marker)
+    finally:
+        producer.client.purge()
+        producer.client.flush(5)
