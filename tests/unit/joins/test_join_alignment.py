@@ -259,12 +259,15 @@ async def test_what_the_router_delivers_while_the_aligner_asks_the_consumer_is_l
     assert counters.unaligned == 0
 
 
-async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignment_waits_again():
-    """The aligner's state of a task given up is forgotten with the task (the task manager drives
-    it, as the producer unit's and table shards'). Kept, a side found caught up before the
-    revocation was still taken as caught up once the task came back, read again from its
-    committed offset: the other side's head went out alone, and the records it should have
-    waited for came in late."""
+class Rewound(RecordingConsumer):
+    """Assigned again (or rewound): the right side is read from its committed offset, 50."""
+
+    async def position(self, tp: TP) -> int | None:
+        return 50
+
+
+async def right_found_caught_up() -> tuple[TimeAligner, AlignmentCounters, SimpleNamespace]:
+    """An aligner whose right side was found at its end, so the left's first records went out."""
     consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
     aligner, counters, runtime = aligner_over(consumer)
     aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
@@ -273,6 +276,16 @@ async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignm
     runtime.fetch_rounds += 1
     picked = await aligner.pick(now=0.1)  # the right side is at its end: caught up
     assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    return aligner, counters, runtime
+
+
+async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignment_waits_again():
+    """The aligner's state of a task given up is forgotten with the task (the task manager drives
+    it, as the producer unit's and table shards'). Kept, a side found caught up before the
+    revocation was still taken as caught up once the task came back, read again from its
+    committed offset: the other side's head went out alone, and the records it should have
+    waited for came in late."""
+    aligner, counters, runtime = await right_found_caught_up()
     runtime.router.revoke([LEFT, RIGHT])  # revoked, as the rebalance handler does it
     runtime.router.forget([LEFT, RIGHT])
     runtime.assigned.clear()
@@ -280,10 +293,6 @@ async def test_a_revoked_tasks_alignment_state_goes_with_it_and_its_next_assignm
     left_behind = {name: getattr(aligner, name) for name in ("queues", "held", "waiting_since", "settled",
                                                              "probed", "answered") if getattr(aligner, name)}
     assert not left_behind, f"state of revoked partitions left behind: {left_behind}"
-
-    class Rewound(RecordingConsumer):  # assigned again: the right side is read from its committed offset
-        async def position(self, tp: TP) -> int | None:
-            return 50
 
     runtime.consumer = Rewound({LEFT: 20, RIGHT: 125})
     runtime.assigned.update({LEFT, RIGHT})
@@ -298,21 +307,10 @@ async def test_a_rolled_back_partitions_alignment_state_is_forgotten_with_the_re
     """A rolled-back checkpoint rewinds its partitions to the committed offsets (the rebalance
     handler's ``rewind``, which the checkpoint calls): a side found caught up before is read
     again from there, and must be waited for again, as after a revocation."""
-    consumer = ReadToTheEnd({LEFT: 10, RIGHT: 125})
-    aligner, counters, runtime = aligner_over(consumer)
-    aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))
-    runtime.router.partitions[LEFT].delivered = 10
-    assert isinstance(await aligner.pick(now=0.0), float)
-    runtime.fetch_rounds += 1
-    picked = await aligner.pick(now=0.1)  # the right side is at its end: caught up
-    assert isinstance(picked, tuple) and picked[0].tp == LEFT
+    aligner, counters, runtime = await right_found_caught_up()
     ownership = PartitionOwnership(runtime, SimpleNamespace(conf=None), runtime.router,  # type: ignore[arg-type]
                                    runtime.assigned, asyncio.Event())
     await ownership.rewind([LEFT, RIGHT])  # rolled back: both sides are read again from their commits
-
-    class Rewound(RecordingConsumer):
-        async def position(self, tp: TP) -> int | None:
-            return 50
 
     runtime.consumer = Rewound({LEFT: 10, RIGHT: 125})
     aligner.add(batch(LEFT, 0, 10, time_of=lambda offset: 10_000 + offset))  # read again
