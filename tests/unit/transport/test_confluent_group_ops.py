@@ -187,3 +187,50 @@ async def test_a_restore_waits_while_librdkafka_says_all_brokers_are_down():
     assert not is_retriable(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied")))
     assert await retry_while_unreachable(ends, "changelog end offsets") == 42
     assert len(calls) == 3
+
+
+class QuietClient:
+    """A consumer with nothing to hand out (every partition paused): ``poll`` waits out its whole
+    timeout, as librdkafka's does."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[int]]] = []
+        self.polls: list[float] = []
+        self.woken = threading.Event()
+
+    def poll(self, timeout):
+        self.polls.append(timeout)
+        self.woken.wait(timeout)
+        return None
+
+    def consume(self, n, timeout):
+        return []
+
+    def resume(self, parts):
+        self.calls.append(("resume", [p.partition for p in parts]))
+
+
+async def test_a_resume_asked_while_a_fetch_waits_on_paused_partitions_runs_within_a_slice():
+    """Every partition paused (the streams' inboxes full), the fetch thread sat in ``poll`` for
+    the whole fetch timeout before the resume queued behind it ran: the worker stood idle up to
+    200 ms each time its inboxes filled. A fetch now polls in slices and gives the thread up to
+    queued group operations between them."""
+    consumer = ConfluentConsumer(Settings(broker="127.0.0.1:9"), "group")
+    consumer._loop = asyncio.get_running_loop()
+    client = consumer._client = QuietClient()
+    fetch = asyncio.ensure_future(consumer.getmany(30.0, 100))  # would hold the thread for 30 s
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while not client.polls and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert client.polls, "the fetch never polled"
+        consumer.resume([TP("t", 0)])
+        while not client.calls and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        assert client.calls == [("resume", [0])], "the resume waited behind the fetch's whole timeout"
+        assert await asyncio.wait_for(fetch, 10) == {}  # the fetch gave the thread up, empty-handed
+        assert max(client.polls) <= 0.05, f"one poll waited {max(client.polls)} s"
+    finally:
+        client.woken.set()
+        consumer._fetch_pool.shutdown()
+        consumer._call_pool.shutdown()
