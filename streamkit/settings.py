@@ -190,8 +190,10 @@ class Settings:
     middle-generation passes paused the loop 45-100 ms (docs/decisions/0008-gc-young-threshold.md).
     Startup objects are frozen out of full collections. 0 leaves the collector alone."""
     stream_buffer_batches: int = 8
-    """Batches queued per stream before their partitions are paused at the consumer until the
-    stream catches up (backpressure; the worker's other streams and rebalances go on)."""
+    """Batches queued per stream: with every stream at this bound the worker fetches nothing
+    until one has room (a fetch timeout at most); at twice it the stream's partitions are paused
+    at the consumer until it catches up (backpressure; the worker's other streams and
+    rebalances go on)."""
     compression: str = "none"
     """Producer compression: none, gzip, snappy, lz4 or zstd."""
     acks: str = "all"

@@ -56,12 +56,16 @@ class Barrier:
 class Inbox(asyncio.Queue[Batch]):
     """A subscriber's queue of batches with a bound (``stream_buffer_batches``) kept two ways.
 
-    The router never waits for room: it ``offer``s a batch and, the inbox full, pauses the
-    batch's partition at the consumer until the stream has taken enough (``on_room``). Awaiting
-    the room instead held the whole consume loop behind one slow agent: no topic was fetched,
-    the worker's other agents starved, and a rebalance was answered only once it drained (Kafka
-    Streams and Faust pause the partition too). Other senders (channels, tests) ``put`` and
-    wait for room as on a bounded queue."""
+    The router never waits for room: it ``offer``s a batch. While every stream the worker
+    feeds is at its bound, the consume loop waits (a fetch timeout at most) for one to have room
+    before it fetches again (``wait_for_room``): a pause makes librdkafka drop what it prefetched
+    for the partition, and its records came 0.2-1.1 s after the resume. An inbox that reaches
+    twice its bound (its stream took nothing while the loop waited, or other streams kept the
+    loop fetching) pauses the batch's partition at the consumer until the stream has taken
+    enough (``on_room``). Awaiting the room unboundedly instead held the whole consume loop
+    behind one slow agent: no topic was fetched, the worker's other agents starved, and a
+    rebalance was answered only once it drained (Kafka Streams and Faust pause the partition
+    too). Other senders (channels, tests) ``put`` and wait for room as on a bounded queue."""
 
     def __init__(self, bound: int) -> None:
         super().__init__()  # unbounded underneath: the router's batch always goes in
@@ -73,6 +77,19 @@ class Inbox(asyncio.Queue[Batch]):
     def at_bound(self) -> bool:
         """Holds ``bound`` batches or more (``full()`` stays asyncio's: never, unbounded)."""
         return self.qsize() >= self.bound
+
+    def overfull(self) -> bool:
+        """Holds twice its bound: the router pauses the batch's partition."""
+        return self.qsize() >= 2 * self.bound
+
+    def put_nowait(self, item: Batch) -> None:  # asyncio.Queue.put() ends here too
+        super().put_nowait(item)
+        if self.at_bound():
+            self._room.clear()
+
+    async def room(self) -> None:
+        """Until the inbox is under its bound."""
+        await self._room.wait()
 
     def get_nowait(self) -> Batch:  # asyncio.Queue.get() ends here too
         batch = super().get_nowait()
@@ -111,11 +128,11 @@ class Subscriber:
         await self.inbox.put(batch)
 
     def offer(self, batch: Batch) -> bool:
-        """Queue ``batch`` without waiting; True when the inbox is full now (the router pauses
-        the partition until it has room)."""
+        """Queue ``batch`` without waiting; True when the inbox is overfull now (the router
+        pauses the partition until it has room)."""
         self._track(batch)
         self.inbox.put_nowait(batch)
-        return self.inbox.at_bound()
+        return self.inbox.overfull()
 
     def _track(self, batch: Batch) -> None:
         queue = self.pending.get(batch.tp)
@@ -154,3 +171,13 @@ class Subscriber:
     def holding(self) -> list[Any]:
         """Events some cursor is in the middle of processing (exactly-once waits for none)."""
         return [event for cursor in self.cursors for event in cursor.held_events()]
+
+
+async def wait_for_room(inboxes: Sequence[Inbox], timeout: float) -> None:
+    """Until one of ``inboxes`` is under its bound, ``timeout`` seconds at most."""
+    waits = [asyncio.ensure_future(inbox.room()) for inbox in inboxes]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

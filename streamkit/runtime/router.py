@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..errors import ConfigurationError
 from ..sensors import SensorDelegate
@@ -11,7 +11,7 @@ from ..transport.base import TP, Message
 from .dead_letters import ErrorPolicy, HeldDeadLetters
 from .decoding import decode_batch
 from .event import Event, processing
-from .inbox import Barrier, Batch, Subscriber
+from .inbox import Barrier, Batch, Inbox, Subscriber
 from .partitions import SourcePartitions
 from .pauses import PauseLedger
 
@@ -48,6 +48,21 @@ class Router:
         subscriber.barrier = self.barrier
         subscriber.inbox.on_room = lambda: self._room_in(subscriber)
         route.subscribers.append(subscriber)
+
+    def full_inboxes(self, assigned: Iterable[TP]) -> list[Inbox]:
+        """The inboxes of the streams reading ``assigned`` partitions while every one of them is
+        at its bound; empty as soon as one has room. Fetching then would only fill them past
+        it, towards pausing partitions at the consumer (``Inbox``)."""
+        full: list[Inbox] = []
+        for topic in {tp.topic for tp in assigned}:
+            route = self.routes.get(topic)
+            if route is None:
+                continue
+            for subscriber in route.subscribers:
+                if not subscriber.inbox.at_bound():
+                    return []
+                full.append(subscriber.inbox)
+        return full
 
     def topics(self) -> list[str]:
         return sorted(self.routes)

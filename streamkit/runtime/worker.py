@@ -24,6 +24,7 @@ from . import gc_tuning, loops
 from .broker_watch import BrokerWatch
 from .checkpoint import Checkpoint, ExactlyOnceCheckpoint
 from .dead_letters import ErrorPolicy, HeldDeadLetters
+from .inbox import wait_for_room
 from .membership import Membership
 from .ownership import PartitionOwnership
 from .pattern_watch import PatternWatch
@@ -307,6 +308,9 @@ class Runtime(Service):
             try:
                 if seeking:
                     await ownership.apply_pending_seeks()
+                full = router.full_inboxes(assigned)
+                if full:  # fetched now, the records would only wait, towards a pause (inbox.py)
+                    await wait_for_room(full, conf.fetch_timeout)
                 batches = await consumer.getmany(conf.fetch_timeout, conf.fetch_max_records)
                 if batches:
                     watch.activity()

@@ -56,8 +56,9 @@ async def test_a_rollback_rewinds_a_partition_whose_first_batch_one_agent_has_an
     async with app.running():
         runtime = app.runtime
         await wait_for(lambda: len(runtime.assigned) == 2, 10, message="both partitions assigned")
-        # Partition 1 fills the slow agent: one record in its hands, a full inbox of batches.
-        for i in range(1 + app.conf.stream_buffer_batches):
+        # Partition 1 fills the slow agent: one record in its hands, an inbox of twice its bound
+        # (the fast agent's room keeps the loop fetching; at twice the bound the router pauses).
+        for i in range(1 + 2 * app.conf.stream_buffer_batches):
             await numbers.send(key="k", value=i, partition=1)
             await wait_for(lambda: i in fast_seen, 10, message=f"partition 1's record {i} taken by the fast agent")  # noqa: B023 - called within this same iteration
         # Partition 0's first batch: the fast agent processes it, the slow one's full inbox holds it.
