@@ -62,15 +62,15 @@ from state_size import run_state_size
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".peers-venv"
 PEER_PACKAGES = ["faust-streaming==0.15.3", "quixstreams==3.28.1", "rocksdict", "orjson"]
+# the agent over a pyarrow RecordBatch (issue 50's columnar / raw target); skipped without pyarrow
+COLUMNAR = ["streamkit-confluent-columnar", "streamkit-aiokafka-columnar"]
 STREAMKIT = ["raw-confluent", "raw-aiokafka",
              "streamkit-confluent", "streamkit-aiokafka",
              "streamkit-confluent-stateful", "streamkit-aiokafka-stateful",
              "streamkit-confluent-eos", "streamkit-aiokafka-eos",
              "streamkit-confluent-windowed", "streamkit-aiokafka-windowed",
              "streamkit-confluent-function", "streamkit-aiokafka-function",  # def fn(order): the batch loop
-             "streamkit-confluent-fold", "streamkit-aiokafka-fold"]
-# run only when named in --scenarios (quick_stateless.py runs them): the agent over a pyarrow RecordBatch
-ON_REQUEST = ["streamkit-confluent-columnar", "streamkit-aiokafka-columnar"]
+             "streamkit-confluent-fold", "streamkit-aiokafka-fold", *COLUMNAR]
 PEERS = ["quix-stateless", "quix-stateful", "quix-eos", "quix-windowed",
          "faust-stateless", "faust-stateful", "faust-eos", "faust-windowed"]
 
@@ -289,6 +289,9 @@ def skip_unsupported(args: argparse.Namespace, scenarios: list[str]) -> dict[str
     if not args.exact_counts:
         print(f"output counts not checked: {inexact}", flush=True)
     skipped = {}
+    why_not_columnar = columnar_unavailable()
+    if why_not_columnar is not None:
+        skipped.update({name: why_not_columnar for name in COLUMNAR if name in scenarios})
     for name in ("streamkit-aiokafka-eos", "faust-eos"):  # faust's transactions are aiokafka's
         if name in scenarios:
             ok, why = caps.check("aiokafka_transactions")
@@ -300,6 +303,15 @@ def skip_unsupported(args: argparse.Namespace, scenarios: list[str]) -> dict[str
     for name, why in skipped.items():
         print(f"skipped {name}: {why}", flush=True)
     return skipped
+
+
+def columnar_unavailable() -> str | None:
+    """Why the columnar scenarios cannot run here (None: they can)."""
+    try:
+        import pyarrow  # noqa: F401 - only whether it imports
+    except ImportError:
+        return "pyarrow is not installed (pip install 'streamkit[columnar]')"
+    return None
 
 
 def run_extra(name: str, measure: Any) -> dict[str, Any]:
@@ -314,19 +326,19 @@ def run_extra(name: str, measure: Any) -> dict[str, Any]:
 
 def select_scenarios(args: argparse.Namespace) -> list[str]:
     """Every scenario in run order (the peers' unless ``--no-peers``), or the ``--scenarios``
-    subset (``ON_REQUEST`` ones only there; a name that is no scenario is refused); the recovery
-    ones only with ``--recovery-keys`` > 0."""
+    subset (a name that is no scenario is refused); the recovery ones only with
+    ``--recovery-keys`` > 0."""
     peers = [] if args.no_peers else PEERS + dataflow_peers.SCENARIOS + join_runs.PEER_JOINS
     scenarios = STREAMKIT + join_runs.JOINS + peers + EXTRAS[:-1] + ([] if args.no_peers else EXTRAS[-1:])
     if args.scenarios:
         asked = args.scenarios.split(",")
-        every = (STREAMKIT + ON_REQUEST + join_runs.JOINS + PEERS + dataflow_peers.SCENARIOS + join_runs.PEER_JOINS
+        every = (STREAMKIT + join_runs.JOINS + PEERS + dataflow_peers.SCENARIOS + join_runs.PEER_JOINS
                  + EXTRAS)
         unknown = [s for s in asked if s not in every]
         if unknown:
             raise SystemExit(f"--scenarios: {', '.join(unknown)} is no scenario of this run; pick from "
                              f"{', '.join(every)}")
-        scenarios = [s for s in STREAMKIT + ON_REQUEST + scenarios[len(STREAMKIT):] if s in asked]
+        scenarios = [s for s in scenarios if s in asked]
     if args.recovery_keys <= 0:
         scenarios = [s for s in scenarios if "recovery" not in s]
     return scenarios

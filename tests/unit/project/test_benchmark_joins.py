@@ -151,6 +151,17 @@ def test_the_columnar_scenarios_run_when_named_and_an_unknown_name_is_refused(be
     asked = "raw-confluent,streamkit-confluent-columnar,streamkit-confluent-function"
     assert scenarios(bench, asked, no_peers=True) == [
         "raw-confluent", "streamkit-confluent-function", "streamkit-confluent-columnar"]
-    assert "streamkit-confluent-columnar" not in scenarios(bench)  # on request only
     with pytest.raises(SystemExit, match="streamkit-confluent-columnr is no scenario"):
         scenarios(bench, "raw-confluent,streamkit-confluent-columnr")
+
+
+def test_the_default_run_has_the_columnar_scenarios_skipped_without_pyarrow(bench, monkeypatch):
+    """Issue 50's columnar target (columnar / raw confluent) was printed "n/a" by a whole run:
+    its scenarios ran only when named. They run by default now, after the function agents
+    they are compared with; without pyarrow (``streamkit[columnar]``) they are skipped, saying so."""
+    names = scenarios(bench)
+    for driver in ("confluent", "aiokafka"):
+        assert names.index(f"streamkit-{driver}-columnar") > names.index(f"streamkit-{driver}-function")
+    assert bench.run.columnar_unavailable() is None  # the dev install has pyarrow
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now raises ImportError
+    assert "streamkit[columnar]" in bench.run.columnar_unavailable()

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[3]
 def streamkit_imports():
     for folder in ("streamkit", "examples", "benchmarks", "scripts"):
         for path in sorted((ROOT / folder).rglob("*.py")):
+            if any(part.startswith(".") for part in path.relative_to(ROOT).parts):
+                continue  # the benchmarks' peer venvs (benchmarks/.peers-venv): not the project's code
             package = list(path.relative_to(ROOT).with_suffix("").parts[:-1])
             for node in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(node, ast.ImportFrom):
