@@ -65,7 +65,8 @@ class Inbox(asyncio.Queue[Batch]):
     enough (``on_room``). Awaiting the room unboundedly instead held the whole consume loop
     behind one slow agent: no topic was fetched, the worker's other agents starved, and a
     rebalance was answered only once it drained (Kafka Streams and Faust pause the partition
-    too). Other senders (channels, tests) ``put`` and wait for room as on a bounded queue."""
+    too). Other senders (channels, tests) ``put`` and wait for room as on a bounded queue.
+    (docs/decisions/0014-backpressure-waits-before-it-pauses.md)"""
 
     def __init__(self, bound: int) -> None:
         super().__init__()  # unbounded underneath: the router's batch always goes in
