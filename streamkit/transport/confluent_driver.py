@@ -53,7 +53,6 @@ from .quiet import RateLimitFilter
 from .security import confluent_common
 
 _REBALANCE_TIMEOUT = 120.0
-POLL_SLICE = 0.01  # seconds a fetch polls at a time before it looks for queued group operations
 METADATA_WAIT = 4.0  # seconds an admin's metadata call waits (its callers retry)
 METADATA_SLICE = 0.25  # ... in slices, reading librdkafka's log for an unhealable failure between them
 log = logging.getLogger("streamkit.confluent")
@@ -293,25 +292,16 @@ class ConfluentConsumer(Consumer):
 
     def _fetch(self, max_records: int, timeout: float) -> list[Any]:
         """What has arrived, as soon as anything has: ``consume(n, timeout)`` alone waits for
-        ``n`` records or the whole timeout, which at a moderate rate is pure latency.
-
-        The wait is polled in slices of ``POLL_SLICE``: a group operation queued meanwhile (a
-        resume once a stream's inbox has room, a checkpoint's commit) ends the fetch empty-handed
-        and runs next. With every partition paused, one ``poll(timeout)`` held the resume back
-        for the whole timeout: the worker stood idle up to 200 ms whenever its inboxes filled."""
-        deadline = time.monotonic() + timeout
-        while True:
-            first = self.client.poll(min(POLL_SLICE, max(0.0, deadline - time.monotonic())))
-            if self._group_metadata is not None:
-                # Rebalance callbacks run inside poll; incremental protocols (KIP-848 bumps the member
-                # epoch on every change, also for members that keep their partitions) may change
-                # the group's epoch without an assignment arriving here: a transaction must carry
-                # the current one, so take it after every poll, on the thread that owns the group.
-                self._group_metadata = self.client.consumer_group_metadata()
-            if first is not None:
-                break
-            if self._ordered or time.monotonic() >= deadline:
-                return []
+        ``n`` records or the whole timeout, which at a moderate rate is pure latency."""
+        first = self.client.poll(timeout)
+        if self._group_metadata is not None:
+            # Rebalance callbacks run inside poll; incremental protocols (KIP-848 bumps the member
+            # epoch on every change, also for members that keep their partitions) may change
+            # the group's epoch without an assignment arriving here: a transaction must carry
+            # the current one, so take it after every poll, on the thread that owns the group.
+            self._group_metadata = self.client.consumer_group_metadata()
+        if first is None:
+            return []
         return [first, *self.client.consume(max_records - 1, 0)] if max_records > 1 else [first]
 
     def assignment(self) -> set[TP]:
