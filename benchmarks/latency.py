@@ -84,17 +84,20 @@ async def worker_main(args: argparse.Namespace) -> None:
 
     app, _ = build_app(group=args.group, broker=args.broker, driver=args.driver, input_topic=args.input,
                        output_topic=args.output, on_record=on_record, stateful="counted" if args.stateful else False)
-    pauses = array("d")  # the worker's full (generation 2) garbage collections, seconds each
+    # The worker's garbage collections while it is fed (READY to the parent's close), seconds
+    # each: full (generation 2) and young ones apart. Startup's and shutdown's are left out: the
+    # collector is tuned only while a worker runs (gc_young_threshold, gc.freeze), and counting
+    # them had reported full collections no measured record met.
+    pauses, young_pauses = array("d"), array("d")
     lags = array("d")  # how late the event loop woke a 5 ms sleep, seconds, whenever over 5 ms
     started_gc: list[float] = []
+    measuring = [False]
 
     def timed_gc(phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] < 2:
-            return
         if phase == "start":
             started_gc[:] = [time.perf_counter()]
-        elif started_gc:
-            pauses.append(time.perf_counter() - started_gc[0])
+        elif started_gc and measuring[0]:
+            (pauses if info["generation"] == 2 else young_pauses).append(time.perf_counter() - started_gc[0])
 
     async def watch_loop() -> None:
         while True:
@@ -120,14 +123,16 @@ async def worker_main(args: argparse.Namespace) -> None:
         while {tp for tp in app.runtime.assigned if tp.topic == args.input} != {
                 (args.input, p) for p in range(PARTITIONS)}:
             await asyncio.sleep(0.05)
+        measuring[0] = True
         print("READY", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes it
+        measuring[0] = False
         watcher.cancel()
     if args.stages_file:
         Path(args.stages_file).write_bytes(orjson.dumps({
             "taken": list(zip(ids, appended, took, partitions, offsets, strict=False)),
             "fetched": list(zip(fetched_partitions, fetched_lasts, fetched_at, strict=False)),
-            "gc_pauses": list(pauses), "loop_lags": list(lags)}))
+            "gc_pauses": list(pauses), "young_gc_pauses": list(young_pauses), "loop_lags": list(lags)}))
 
 
 # -- the generator process -------------------------------------------------------------------------
@@ -379,8 +384,11 @@ def stages(measured: list[tuple[float, float, int, int]], taken_file: Path,
     if not rows:
         return {"error": "no output record matched a take time"}
     pauses, lags = sorted(noted["gc_pauses"]), sorted(noted["loop_lags"])
+    young = sorted(noted.get("young_gc_pauses", []))
     out: dict[str, Any] = {"records": len(rows), "worker_full_gcs": len(pauses),
                            "worker_full_gc_max_ms": pauses[-1] * 1000 if pauses else 0.0,
+                           "worker_young_gcs": len(young), "worker_young_gc_max_ms": young[-1] * 1000 if young else 0.0,
+                           "worker_young_gc_total_ms": sum(young) * 1000,
                            "worker_loop_lags_over_5ms": len(lags),
                            "worker_loop_lag_max_ms": lags[-1] * 1000 if lags else 0.0}
     for i, name in enumerate(STAGES, start=1):
@@ -401,7 +409,8 @@ def describe_stages(found: dict[str, Any]) -> str:
     return "stages p50/p99 (tail mean) ms: " + ", ".join(
         f"{name} {found[f'{name}_p50_ms']:.1f}/{found[f'{name}_p99_ms']:.1f} ({found[f'tail_{name}_mean_ms']:.1f})"
         for name in STAGES) + (f"; worker: {found['worker_full_gcs']} full GCs "
-                               f"(max {found['worker_full_gc_max_ms']:.1f} ms), "
+                               f"(max {found['worker_full_gc_max_ms']:.1f} ms), {found['worker_young_gcs']} young "
+                               f"(max {found['worker_young_gc_max_ms']:.1f} ms), "
                                f"{found['worker_loop_lags_over_5ms']} event-loop stalls over 5 ms (max "
                                f"{found['worker_loop_lag_max_ms']:.1f} ms)")
 
