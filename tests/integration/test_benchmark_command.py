@@ -94,6 +94,24 @@ def test_latency_with_a_table_runs_and_keeps_the_table(broker_address):
     assert result["group"] and not [t for t in topics if result["group"].split("-")[1] in t], result["group"]
 
 
+def test_delivery_reports_measures_each_way_and_checks_the_callbacks_ran(broker_address, tmp_path):
+    """The documented ``delivery_reports.py``: four ways of producing, each checked (the Python
+    callback ran once a record, the dict's outcome says delivered), and the ratios printed."""
+    out = tmp_path / "reports.json"
+    proc = subprocess.run([sys.executable, "benchmarks/delivery_reports.py", "--broker", broker_address, "--records",
+                           "3000", "--repeat", "1", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["summary"]) == {"none", "callback", "setitem", "only-error"}, result["summary"]
+    [callback] = result["runs"]["callback"]
+    assert callback["ok"] and callback["callbacks"] == 3000, callback
+    assert all(run["ok"] and run["unflushed"] == 0 for runs in result["runs"].values() for run in runs), result["runs"]
+    ratio, cpu = result["ratios"]["callback / none, CPU"], {m: s["median_cpu_us"] for m, s in result["summary"].items()}
+    assert ratio == pytest.approx(cpu["callback"] / cpu["none"])
+    assert f"{'callback / none, CPU':<32} {ratio:,.2f}" in proc.stdout, proc.stdout
+
+
 PEERS_PYTHON = ROOT / "benchmarks" / ".peers-venv" / "bin" / "python"
 
 
