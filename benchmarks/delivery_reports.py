@@ -37,7 +37,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from common import admin_client, client_conf, cpu_seconds, create_topic, delete_topics, run_scenario_process
+from common import (
+    admin_client,
+    client_conf,
+    cpu_seconds,
+    create_topic,
+    delete_topics,
+    peak_rss_mb,
+    rate_summary,
+    run_scenario_process,
+)
 
 MODES = ("none", "callback", "setitem", "only-error")
 PARTITIONS = 4
@@ -76,7 +85,8 @@ def run_mode(broker: str, topic: str, records: int, mode: str) -> dict[str, Any]
     expected = records if mode == "callback" else 0
     stored = list(outcomes) == [None] if mode == "setitem" else not outcomes
     return {"scenario": mode, "records": records, "records_per_s": records / elapsed, "elapsed_s": elapsed,
-            "cpu_us_per_record": cpu / records * 1e6, "callbacks": called[0], "unflushed": left,
+            "cpu_s": cpu, "cpu_us_per_record": cpu / records * 1e6, "peak_rss_mb": peak_rss_mb(),
+            "callbacks": called[0], "unflushed": left,
             "ok": left == 0 and called[0] == expected and stored}
 
 
@@ -114,11 +124,10 @@ def main() -> None:
     finally:
         delete_topics(admin, topics)
     summary: dict[str, Any] = {}
-    for mode, results in runs.items():
-        ok = [r for r in results if "error" not in r and r["ok"]]
+    for mode, results in runs.items():  # a wrong run counts as failed
+        ok, stats = rate_summary([r if r.get("ok") else {**r, "error": r.get("error", "wrong")} for r in results])
         if ok:
-            summary[mode] = {"median_rps": statistics.median(r["records_per_s"] for r in ok),
-                             "median_cpu_us": statistics.median(r["cpu_us_per_record"] for r in ok), "ok_runs": len(ok)}
+            summary[mode] = stats | {"median_cpu_us": statistics.median(r["cpu_us_per_record"] for r in ok)}
     print(f"\n{'mode':<12} {'median rec/s':>14} {'CPU µs/record':>14}")
     for mode, s in summary.items():
         print(f"{mode:<12} {s['median_rps']:>14,.0f} {s['median_cpu_us']:>14.2f}")

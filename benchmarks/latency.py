@@ -384,7 +384,7 @@ def stages(measured: list[tuple[float, float, int, int]], taken_file: Path,
     if not rows:
         return {"error": "no output record matched a take time"}
     pauses, lags = sorted(noted["gc_pauses"]), sorted(noted["loop_lags"])
-    young = sorted(noted.get("young_gc_pauses", []))
+    young = sorted(noted["young_gc_pauses"])
     out: dict[str, Any] = {"records": len(rows), "worker_full_gcs": len(pauses),
                            "worker_full_gc_max_ms": pauses[-1] * 1000 if pauses else 0.0,
                            "worker_young_gcs": len(young), "worker_young_gc_max_ms": young[-1] * 1000 if young else 0.0,
