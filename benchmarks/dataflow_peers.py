@@ -10,8 +10,9 @@ scenarios are skipped with a printed line saying why.
 Parallelism: each peer's default (Bytewax: one process, one worker, as ``python -m bytewax.run``
 without ``-w``; Pathway: ``PATHWAY_THREADS`` unset, one thread), the same single process a
 streamkit scenario runs in; the ``*-all-cores`` scenarios give them one worker (Bytewax) or
-thread (Pathway) per core of this machine, against streamkit's scale-out figure (one worker
-process per core is how streamkit uses more cores).
+thread (Pathway) per core of this machine, against streamkit's all-cores figures (one worker
+process per core is how streamkit uses more cores): the stateless pipeline's scale-out run, the
+stateful and windowed ones' ``all-cores-*`` runs (``extras.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ VENV = HERE / ".dataflow-peers-venv"
 PACKAGES = ["bytewax[kafka]==0.21.1", "pathway==0.33.0", "orjson"]
 PEERS = ("bytewax", "pathway")
 ALL_CORES = "-all-cores"
+DRIVERS = ("confluent", "aiokafka")
 # printed with its ratios and its stateful check: what its figures are not
 CAVEATS = {"pathway": " (over its whole pw.run(), start included)",
            "pathway-stateful": " (Pathway: one update per key per minibatch, not a count per record; "
@@ -79,26 +81,39 @@ def run(python: Path, scenario: str, args: argparse.Namespace, input_topic: str,
     return result
 
 
-def ratios(rate: Callable[[str], float | None], scale_out: dict[str, dict[str, Any]],
+def ratios(rate: Callable[[str], float | None], extras: dict[str, dict[str, Any]],
            ran: Iterable[str]) -> dict[str, float | None]:
-    """streamkit confluent / each of them, per scenario that ``ran``; at all cores, theirs over
-    their default, and streamkit's two-worker scale-out rate (``scale_out``: the extras, when
-    measured; its stable window, not the same clock) / theirs."""
-    ours = {"stateless": "streamkit-confluent", "stateful": "streamkit-confluent-stateful",
-            "windowed": "streamkit-confluent-windowed"}
+    """streamkit / each of them, on both drivers, per scenario that ``ran``: one process against
+    their default; at all cores, theirs over their default, and streamkit on all cores / theirs
+    (``extras``, when measured: the stateless pipeline's two-worker scale-out rate, the stateful
+    and windowed ones' ``all-cores-*`` runs; their stable windows, not the same clock)."""
+    ours = {"stateless": "streamkit-{driver}", "stateful": "streamkit-{driver}-stateful",
+            "windowed": "streamkit-{driver}-windowed"}
     out: dict[str, float | None] = {}
     for scenario in (s for s in SCENARIOS if s in set(ran)):
-        theirs, peer = rate(scenario), scenario.split("-")[0]
+        theirs, peer, what = rate(scenario), scenario.split("-")[0], kind(scenario)
         if scenario.endswith(ALL_CORES):
             default = rate(scenario.removesuffix(ALL_CORES))
             out[f"{scenario.removesuffix(ALL_CORES)}: all cores / default"] = \
                 theirs / default if theirs and default else None
-            two = (scale_out.get("scale-out-confluent") or {}).get("two_workers_rps")
-            if kind(scenario) == "stateless" and two and theirs:  # its stable window: not the same clock
-                out[f"stateless confluent 2 workers (scale-out) / {peer} all cores"] = two / theirs
+            for driver in DRIVERS:
+                mine = all_cores_rate(extras, driver, what)
+                if mine and theirs:
+                    out[f"{what} {driver} all cores / {peer} all cores"] = mine / theirs
             continue
-        mine = rate(ours[kind(scenario)])
-        label = f"{kind(scenario)} confluent / {peer}" + (CAVEATS["pathway"] if peer == "pathway" else "") + (
-            " (its finals can be short or missing)" if scenario == "pathway-windowed" else "")
-        out[label] = mine / theirs if mine and theirs else None
+        for driver in DRIVERS:
+            mine = rate(ours[what].format(driver=driver))
+            label = f"{what} {driver} / {peer}" + (CAVEATS["pathway"] if peer == "pathway" else "") + (
+                " (its finals can be short or missing)" if scenario == "pathway-windowed" else "")
+            out[label] = mine / theirs if mine and theirs else None
     return out
+
+
+def all_cores_rate(extras: dict[str, dict[str, Any]], driver: str, what: str) -> float | None:
+    """streamkit's ``what`` pipeline on all cores: the stateless one's two workers (scale-out),
+    the others' one-command runs (``all-cores-<driver>-<kind>``)."""
+    if what == "stateless":
+        rps: float | None = (extras.get(f"scale-out-{driver}") or {}).get("two_workers_rps")
+    else:
+        rps = (extras.get(f"all-cores-{driver}-{what}") or {}).get("rps")
+    return rps

@@ -1,12 +1,14 @@
 """The scenarios of ``python -m benchmarks run`` that are not one process over the input topic:
 latency at a third and at half of the stateless throughput (streamkit, and Quix Streams at the
-same rates), scale-out (2 workers vs 1, and 2 from one command), state size (state_size.py), and table recovery
-(streamkit and the peers).
+same rates), scale-out (2 workers vs 1, and 2 from one command), the stateful and windowed
+pipelines on all cores from one command (against Bytewax's and Pathway's all-cores runs), state
+size (state_size.py), and table recovery (streamkit and the peers).
 Each returns a summary for the run's table and JSON."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -18,7 +20,9 @@ import scale_out
 from common import unstolen, with_steal
 
 HERE = Path(__file__).resolve().parent
+ALL_CORES_KINDS = ("stateful", "windowed")  # the stateless one's all-cores figure is scale-out's
 EXTRAS = ["latency-confluent", "latency-aiokafka", "scale-out-confluent", "scale-out-aiokafka",
+          *(f"all-cores-{driver}-{kind}" for driver in ("confluent", "aiokafka") for kind in ALL_CORES_KINDS),
           "state-size-confluent", "state-size-aiokafka", "recovery", "peer-recovery"]
 
 
@@ -133,6 +137,43 @@ def run_scale_out(args: argparse.Namespace, driver: str, input_topic: str) -> di
     if uneven:  # loud: the table's ratio would otherwise hide a 1 + 3 split
         out["error"] = "; ".join(uneven)
         print(f"  scale-out-{driver} FAILED: " + out["error"], flush=True)
+    return out
+
+
+def all_cores_processes() -> int:
+    """One worker process per core, as ``--processes auto`` would, kept to a number that shares
+    the input's partitions evenly (scale_out.py fails an uneven split)."""
+    cores = os.cpu_count() or 1
+    return max(n for n in range(1, scale_out.PARTITIONS + 1) if n <= cores and scale_out.PARTITIONS % n == 0)
+
+
+def run_all_cores(args: argparse.Namespace, driver: str, kind: str, input_topic: str) -> dict[str, Any]:
+    """The ``kind`` pipeline (count per user, or 60 s tumbling finals) as one command on all cores
+    (``streamkit worker --processes N``), in its stable window (median over repeats), its output
+    checked by value: what a user running one command per machine gets, against the dataflow
+    peers' all-cores runs. A run whose output is wrong or whose split is uneven fails it."""
+    processes = all_cores_processes()
+    runs, stolen_runs, rates, failures = [], [], [], []
+    for rep in range(args.repeat):
+        label = f"all-cores-{driver}-{kind} x{processes} (one command) #{rep + 1}"
+        result, stolen_now = unstolen(lambda _again: with_steal(
+            lambda: scale_out.measure(args.broker, driver, input_topic, processes, timeout=args.timeout,  # noqa: B023 - called within this same iteration
+                                      one_command=True, kind=kind)),
+            args.max_steal, label)
+        runs.append(result)
+        stolen_runs += stolen_now
+        print(f"  {label}: {scale_out.describe(result)}{_steal(result)}", flush=True)
+        if "error" in result:
+            failures.append(f"{label}: {result['error']}")
+        else:
+            rates.append(result["records_per_s"])
+    out: dict[str, Any] = {"processes": processes, "ok_runs": len(rates), "runs": runs, "stolen_runs": stolen_runs,
+                           "max_steal_pct": _max_steal([r for r in runs if "error" not in r])}
+    if rates:
+        out["rps"] = statistics.median(rates)
+    if failures:  # loud: a wrong output or an uneven split must not pass as a rate
+        out["error"] = "; ".join(failures)
+        print(f"  all-cores-{driver}-{kind} FAILED: " + out["error"], flush=True)
     return out
 
 

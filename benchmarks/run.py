@@ -18,7 +18,9 @@ Bytewax and Pathway.
 4. measures end-to-end latency at a third and at half of the stateless throughput it just
    measured (``latency.py``), and Quix Streams' at the same rates right after each (unless
    ``--no-peers``), 2 worker processes against 1, started apart and as one ``streamkit worker
-   --processes 2`` command (``scale_out.py``), and the stateful scenario
+   --processes 2`` command (``scale_out.py``), the stateful and windowed pipelines as one
+   command on all cores (``--processes`` one per core, their outputs checked by value: against
+   Bytewax's and Pathway's all-cores runs), and the stateful scenario
    over ``--state-keys`` distinct keys against its 1,000-key runs, with peak RSS
    (``state_size.py``), per driver;
 5. runs the recovery benchmarks: streamkit (``recovery.py``: a ``--recovery-keys`` changelog
@@ -54,7 +56,7 @@ from common import (
     run_scenario_process,
     unstolen,
 )
-from extras import EXTRAS, run_latency, run_peer_recovery, run_recovery, run_scale_out
+from extras import ALL_CORES_KINDS, EXTRAS, run_all_cores, run_latency, run_peer_recovery, run_recovery, run_scale_out
 from peer_outputs import check_peer_output, expected_windows, read_topic
 from quick_stateless import PARTITIONS, fill_input, topic_count
 from state_size import run_state_size
@@ -394,7 +396,8 @@ def main(argv: list[str]) -> int:
     stolen_runs: dict[str, list[dict[str, Any]]] = {s: [] for s in scenarios}
     extras: dict[str, dict[str, Any]] = {}
     try:
-        if any(not join_runs.is_join(s) for s in scenarios) or any(e.startswith("scale-out") for e in extras_wanted):
+        if any(not join_runs.is_join(s) for s in scenarios) or any(
+                e.startswith(("scale-out", "all-cores")) for e in extras_wanted):
             # Kafka's defaults, spelled out: the dev broker describes only configs set explicitly, and
             # Quix derives its changelog's config from the input topic's retention settings.
             create_topic(args.admin, input_topic, PARTITIONS, {"retention.ms": "604800000", "retention.bytes": "-1"})
@@ -438,6 +441,9 @@ def main(argv: list[str]) -> int:
             stateful = summary.get(f"streamkit-{driver}-stateful") or {}
             for name, measure in ((f"latency-{driver}", lambda: run_latency(args, driver, stateless, peers_python)),  # noqa: B023 - called within this same iteration
                                   (f"scale-out-{driver}", lambda: run_scale_out(args, driver, input_topic)),  # noqa: B023 - called within this same iteration
+                                  *((f"all-cores-{driver}-{kind}",
+                                     lambda kind=kind: run_all_cores(args, driver, kind, input_topic))  # noqa: B023 - called within this same iteration
+                                    for kind in ALL_CORES_KINDS),
                                   (f"state-size-{driver}", lambda: run_state_size(args, driver, run_id, stateful,  # noqa: B023 - called within this same iteration
                                                                                   created))):
                 if name in extras_wanted:

@@ -1,6 +1,7 @@
-"""Scale-out: the stateless pipeline in 1 worker process vs 2, on the same pre-filled topic.
+"""Scale-out: the pipeline in 1 worker process vs 2, on the same pre-filled topic.
 
     python benchmarks/scale_out.py --broker 127.0.0.1:19092 --driver confluent --records 1000000
+    python benchmarks/scale_out.py --broker 127.0.0.1:19092 --kind stateful --modes two_one_command
 
 Each run starts 1, then 2 processes in one fresh consumer group over the same input topic, then
 the same 2 as ONE command, ``streamkit worker -A scale_out_app:app --processes 2`` (its
@@ -13,8 +14,13 @@ out of records (after that its partner works alone, which says nothing about sca
 joins and the tail are excluded alike for 1 and 2 workers, and the ratio compares steady states.
 
 A run fails, naming the split, when in its window the 4 partitions were not shared evenly (a
-2-worker run must be 2 + 2: a 1 + 3 split caps the ratio at 4/3), and when the output topic
-does not hold every input's sequence number (``id``) at least once.
+2-worker run must be 2 + 2: a 1 + 3 split caps the ratio at 4/3), and when its output is wrong:
+``--kind stateless`` (the default) must hold every input's sequence number (``id``) at least
+once; ``--kind stateful`` (count per user in a table with its changelog) must end each user's
+counts at the input's count for that user; ``--kind windowed`` (60 s tumbling finals) must emit
+each closed window's count equal to the input's, once (``peer_outputs.py``, the checks the
+peers' outputs get). ``--modes`` picks which of 1, 2, and 2 from one command run (the harness's
+all-cores comparisons with Bytewax and Pathway take only the last).
 """
 from __future__ import annotations
 
@@ -36,12 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from common import ROOT, admin_client, client_conf, create_topic, delete_topics, topics_named
+from peer_outputs import check_counts, check_windows, expected_windows, read_topic
 
 PARTITIONS = 4
 IDLE_EXIT_S = 2.0  # a worker that processed records and then saw none for this long is done
 HERE = Path(__file__).resolve().parent
 ONE_COMMAND_APP = "scale_out_app:app"  # benchmarks/scale_out_app.py
 MEMBER_RESULT = re.compile(r"^\[(w\d+)\] RESULT (.*)$")  # the supervisor prefixes each member's lines
+# pipeline.build_app's ``stateful`` for each kind: the main table's stateless, stateful and windowed scenarios
+KINDS: dict[str, bool | str] = {"stateless": False, "stateful": True, "windowed": "windowed"}
 
 
 HOLD = "scale-out: until this worker owns its share"
@@ -115,7 +124,8 @@ async def worker_main(args: argparse.Namespace) -> None:
         await waits[0]()
 
     app, _ = build_app(group=args.group, broker=args.broker, driver=args.driver, input_topic=args.input,
-                       output_topic=args.output, on_record=on_record, before_start=before_start)
+                       output_topic=args.output, on_record=on_record, before_start=before_start,
+                       stateful=KINDS[args.kind])
     waits.append(share_assigned(app, args.input, args.workers, args.group))
     async with app.running():
         result = await sample_until_idle(app, args.input, processed)
@@ -210,6 +220,28 @@ def input_count(broker: str, topic: str) -> int:
         consumer.close()
 
 
+def check_outputs(broker: str, kind: str, input_topic: str, output: str, expected: int) -> dict[str, Any]:
+    """What the output holds and, under ``error``, why it is wrong for ``kind`` (see the module
+    docstring); the stateful and windowed checks are those the peers' outputs get."""
+    if kind == "stateless":
+        count, ids = read_ids(broker, output)
+        found: dict[str, Any] = {"outputs": count, "distinct_ids": len(ids)}
+        problem = outputs_problem(expected, count, ids)
+    else:
+        rows = ((_user(key), value) for key, value in read_topic(broker, output, timeout_s=300))
+        if kind == "stateful":
+            found = check_counts(rows, expected)
+        else:
+            found = check_windows(rows, expected_windows(read_topic(broker, input_topic, timeout_s=300)))
+        problem = None if found["output_ok"] else found["check"]
+    return found if problem is None else {**found, "error": problem}
+
+
+def _user(key: str) -> str:
+    """A table key as the output carries it (JSON: ``"user-7"``), as the input's ``user`` field."""
+    return key[1:-1] if len(key) > 1 and key[0] == key[-1] == '"' else key
+
+
 def outputs_problem(expected: int, count: int, ids: set[int]) -> str | None:
     """At least once: every input's sequence number ``0..expected-1`` in the output, none other."""
     if count >= expected and ids == set(range(expected)):
@@ -225,10 +257,10 @@ def _env() -> dict[str, str]:
 
 
 def _run_separately(broker: str, driver: str, input_topic: str, output: str, group: str, workers: int,
-                    timeout: float) -> list[dict[str, Any]] | dict[str, Any]:
+                    timeout: float, kind: str) -> list[dict[str, Any]] | dict[str, Any]:
     """``workers`` processes started one by one; each prints its RESULT when it ran dry."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--role", "worker", "--broker", broker, "--driver", driver,
-           "--input", input_topic, "--output", output, "--group", group, "--workers", str(workers)]
+           "--input", input_topic, "--output", output, "--group", group, "--workers", str(workers), "--kind", kind]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
              for _ in range(workers)]
     results = []
@@ -248,13 +280,13 @@ def _run_separately(broker: str, driver: str, input_topic: str, output: str, gro
 
 
 def _run_one_command(broker: str, driver: str, input_topic: str, output: str, group: str, workers: int,
-                     timeout: float) -> list[dict[str, Any]] | dict[str, Any]:
+                     timeout: float, kind: str) -> list[dict[str, Any]] | dict[str, Any]:
     """``streamkit worker -A scale_out_app:app --processes N``: each member prints its RESULT
     (prefixed ``[w<i>]`` by the supervisor) when it ran dry and keeps running; once all have,
     the supervisor is stopped with SIGTERM, as an operator would, and must exit 0."""
     env = _env()
     env.update(SCALE_OUT_BROKER=broker, SCALE_OUT_DRIVER=driver, SCALE_OUT_INPUT=input_topic,
-               SCALE_OUT_OUTPUT=output, SCALE_OUT_GROUP=group, SCALE_OUT_WORKERS=str(workers))
+               SCALE_OUT_OUTPUT=output, SCALE_OUT_GROUP=group, SCALE_OUT_WORKERS=str(workers), SCALE_OUT_KIND=kind)
     cmd = [sys.executable, "-m", "streamkit", "worker", "-A", ONE_COMMAND_APP, "--processes", str(workers),
            "-l", "warning", "--without-web", "--data-dir", f"/tmp/{group}"]
     with tempfile.TemporaryFile("w+") as err:
@@ -299,24 +331,24 @@ def _run_one_command(broker: str, driver: str, input_topic: str, output: str, gr
 
 
 def measure(broker: str, driver: str, input_topic: str, workers: int, timeout: float = 600.0,
-            one_command: bool = False) -> dict[str, Any]:
+            one_command: bool = False, kind: str = "stateless") -> dict[str, Any]:
     """One run of ``workers`` processes (``one_command``: under one ``streamkit worker
-    --processes`` supervisor); the group's records/s in its stable window, its partition split,
-    and whether the output holds every input."""
+    --processes`` supervisor) of the ``kind`` pipeline; the group's records/s in its stable
+    window, its partition split, and whether the output is right for ``kind``."""
     tag = uuid.uuid4().hex[:8]
     output, group = f"scale-out-{tag}", f"scale-{tag}"
     admin = admin_client(broker)
     create_topic(admin, output, PARTITIONS)
     run = _run_one_command if one_command else _run_separately
     try:
-        results = run(broker, driver, input_topic, output, group, workers, timeout)
+        results = run(broker, driver, input_topic, output, group, workers, timeout, kind)
         if isinstance(results, dict):
-            return {"workers": workers, "one_command": one_command, **results}
-        found = {"one_command": one_command, **stable_window(results, workers)}
+            return {"workers": workers, "one_command": one_command, "kind": kind, **results}
+        found = {"one_command": one_command, "kind": kind, **stable_window(results, workers)}
         expected = input_count(broker, input_topic)
-        count, ids = read_ids(broker, output)
-        found.update(expected=expected, outputs=count, distinct_ids=len(ids))
-        problem = outputs_problem(expected, count, ids)
+        checked = check_outputs(broker, kind, input_topic, output, expected)
+        problem = checked.pop("error", None)
+        found.update(expected=expected, **checked)
         if problem is not None:
             found["error"] = found["error"] + "; " + problem if "error" in found else problem
         return found
@@ -329,8 +361,10 @@ def describe(result: dict[str, Any]) -> str:
     """One line for a run: its rate and split, or why it failed (naming the split)."""
     if "error" in result:
         return f"FAILED {result['error']}"
-    return (f"{result['records_per_s']:,.0f} rec/s over {result['window_s']:.1f}s, split "
-            f"{describe_split(result['split'])}, {result['outputs']:,} outputs, {result['distinct_ids']:,} distinct ids")
+    output = (f"{result['outputs']:,} outputs, {result['distinct_ids']:,} distinct ids" if "outputs" in result
+              else result["check"])
+    return (f"{result['records_per_s']:,.0f} rec/s over {result['window_s']:.1f}s, "
+            f"split {describe_split(result['split'])}, {output}")
 
 
 MODES = (("one", 1, False), ("two", 2, False), ("two_one_command", 2, True))
@@ -342,6 +376,10 @@ def main() -> None:
     parser.add_argument("--broker", required=True)
     parser.add_argument("--driver", default="confluent", choices=["confluent", "aiokafka"])
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--kind", default="stateless", choices=list(KINDS),
+                        help="the pipeline: the stateless map, the count per user, or 60 s tumbling finals")
+    parser.add_argument("--modes", default=",".join(key for key, _, _ in MODES),
+                        help="which runs, of " + ", ".join(key for key, _, _ in MODES) + " (comma-separated)")
     parser.add_argument("--role", default="parent", choices=["parent", "worker"], help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -351,6 +389,9 @@ def main() -> None:
     if args.role == "worker":
         asyncio.run(worker_main(args))
         return
+    modes = [mode for mode in MODES if mode[0] in args.modes.split(",")]
+    if not modes:
+        parser.error(f"--modes {args.modes!r}: none of " + ", ".join(key for key, _, _ in MODES))
     from quick_stateless import fill_input
 
     input_topic = f"scale-in-{uuid.uuid4().hex[:8]}"
@@ -359,17 +400,19 @@ def main() -> None:
     found: dict[str, Any] = {}
     try:
         fill_input(args.broker, input_topic, args.records)
-        for key, workers, one_command in MODES:
-            found[key] = measure(args.broker, args.driver, input_topic, workers, one_command=one_command)
+        for key, workers, one_command in modes:
+            found[key] = measure(args.broker, args.driver, input_topic, workers, one_command=one_command,
+                                 kind=args.kind)
             print(f"{workers} process(es){' (one command)' if one_command else ''}: {describe(found[key])}",
                   file=sys.stderr, flush=True)
     finally:
         delete_topics(admin, [input_topic])
-    one = found["one"].get("records_per_s")
+    one = found.get("one", {}).get("records_per_s")
     for key, ratio in (("two", "ratio"), ("two_one_command", "ratio_two_one_command")):  # to 1 process, same input
-        found[ratio] = (found[key].get("records_per_s") or 0) / one if one else None
+        if key in found and "one" in found:
+            found[ratio] = (found[key].get("records_per_s") or 0) / one if one else None
     print(json.dumps(found, indent=2))
-    failed = [k for k, _, _ in MODES if "error" in found[k]]
+    failed = [k for k, _, _ in modes if "error" in found[k]]
     if failed:
         print("FAILED: " + "; ".join(f"{k}: {found[k]['error']}" for k in failed), file=sys.stderr)
         sys.exit(1)

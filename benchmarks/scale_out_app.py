@@ -1,5 +1,5 @@
 """The scale-out pipeline as a module, for ``streamkit worker -A scale_out_app:app --processes N``
-(``scale_out.py``'s one-command runs): the same ``pipeline.build_app`` and the same sampling as
+(``scale_out.py``'s one-command runs, of any ``--kind``): the same ``pipeline.build_app`` and the same sampling as
 its separately started workers, configured by ``SCALE_OUT_*`` variables (the supervisor starts
 each member with the command's environment). Each member prints ``RESULT {...}`` once it has
 run dry and keeps running until the supervisor is stopped."""
@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from pipeline import build_app
-from scale_out import sample_until_idle, share_assigned
+from scale_out import KINDS, sample_until_idle, share_assigned
 
 
 def _setting(name: str) -> str:
@@ -34,7 +34,7 @@ async def _before_start() -> None:
 
 app, _agent = build_app(group=_setting("GROUP"), broker=_setting("BROKER"), driver=_setting("DRIVER"),
                         input_topic=INPUT, output_topic=_setting("OUTPUT"), on_record=_count,
-                        before_start=_before_start)
+                        before_start=_before_start, stateful=KINDS[_setting("KIND")])
 _wait_for_share = share_assigned(app, INPUT, int(_setting("WORKERS")), _setting("GROUP"))
 
 

@@ -164,6 +164,30 @@ def test_scale_out_measures_one_and_two_workers_in_their_stable_window(broker_ad
     assert result["ratio_two_one_command"] == pytest.approx(together["records_per_s"] / one["records_per_s"])
 
 
+@pytest.mark.requires("end_offsets_exact")
+@pytest.mark.parametrize("kind", ["stateful", "windowed"])
+def test_scale_out_of_a_table_pipeline_checks_its_output_by_value(broker_address, kind):
+    """The all-cores runs the dataflow peers are compared with: the count per user and the
+    window finals as one ``--processes 2`` command, split 2 + 2, their outputs read back and
+    checked against the input (each user's counts end at its count; each final is its window's)."""
+    records = 300_000
+    proc = subprocess.run([sys.executable, "benchmarks/scale_out.py", "--broker", broker_address, "--records",
+                           str(records), "--kind", kind, "--modes", "two_one_command"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert set(result) == {"two_one_command"}, result  # only the mode asked for, and no ratio without "one"
+    run = result["two_one_command"]
+    assert "error" not in run and run["kind"] == kind and run["output_ok"], run
+    assert [len(p) for p in run["split"]] == [2, 2] and sorted(sum(run["split"], [])) == [0, 1, 2, 3], run
+    assert run["records_per_s"] == pytest.approx(run["window_records"] / run["window_s"]), run
+    if kind == "stateful":  # 1,000 users, whose last counts add up to every input once
+        assert run["keys"] == 1000 and run["check"] == f"counts per key sum to {records:,} of {records:,} consumed"
+    else:  # 1,000 records a second of event time: each closed minute of each user, none wrong
+        assert run["windows_wrong"] == 0 and run["windows_not_final"] == 0 and run["window_coverage"] > 0.5, run
+    assert "split 2 + 2" in proc.stderr and "(one command)" in proc.stderr, proc.stderr
+
+
 def test_rebalance_gap_names_what_stayed_and_what_moved(broker_address):
     """The documented command on a short schedule: a second worker joins, part of the partitions move."""
     proc = subprocess.run([sys.executable, "benchmarks/rebalance_gap.py", "--broker", broker_address, "--rate", "400",

@@ -17,10 +17,11 @@ def bench():
     sys.path.insert(0, str(BENCHMARKS))  # the benchmark scripts import each other by name
     try:
         import dataflow_peers
+        import extras
         import peer_outputs
         import run
 
-        yield SimpleNamespace(out=peer_outputs, dataflow=dataflow_peers, run=run)
+        yield SimpleNamespace(out=peer_outputs, dataflow=dataflow_peers, run=run, extras=extras)
     finally:
         sys.path.remove(str(BENCHMARKS))
 
@@ -106,6 +107,33 @@ def test_their_ratios_are_streamkit_over_theirs_with_pathways_caveat(bench):
     assert pathway and "start included" in pathway[0] and out[pathway[0]] == 0.5
     assert out["bytewax-stateless: all cores / default"] == 1.5
     assert not any("windowed" in name for name in out)  # not run: not printed
+
+
+def test_all_cores_ratios_take_streamkits_all_core_runs_on_both_drivers(bench):
+    """All cores against all cores: the stateless pipeline's two-worker scale-out rate, the
+    stateful and windowed ones' one-command runs; one process against their default, per driver."""
+    rates = {"streamkit-confluent-stateful": 100_000.0, "streamkit-aiokafka-stateful": 80_000.0,
+             "pathway-stateful": 50_000.0, "pathway-stateful-all-cores": 200_000.0,
+             "bytewax-windowed-all-cores": 40_000.0, "bytewax-stateless-all-cores": 50_000.0}
+    extras = {"all-cores-confluent-stateful": {"rps": 150_000.0}, "all-cores-aiokafka-stateful": {"rps": 100_000.0},
+              "all-cores-confluent-windowed": {"rps": 120_000.0}, "scale-out-aiokafka": {"two_workers_rps": 75_000.0},
+              "all-cores-aiokafka-windowed": {"error": "1 wrong", "ok_runs": 0}}
+    out = bench.dataflow.ratios(rates.get, extras, rates)
+    assert out["stateful confluent all cores / pathway all cores"] == 0.75
+    assert out["stateful aiokafka all cores / pathway all cores"] == 0.5
+    assert out["windowed confluent all cores / bytewax all cores"] == 3.0
+    assert out["stateless aiokafka all cores / bytewax all cores"] == 1.5
+    # a failed run (no rate) and a run not made print no ratio rather than one made up
+    assert "windowed aiokafka all cores / bytewax all cores" not in out
+    assert "stateless confluent all cores / bytewax all cores" not in out
+    assert [out[name] for name in out if name.startswith(("stateful confluent / pathway",
+                                                          "stateful aiokafka / pathway"))] == [2.0, 1.6]
+
+
+def test_all_cores_is_one_process_per_core_sharing_the_partitions_evenly(bench, monkeypatch):
+    for cores, processes in ((1, 1), (2, 2), (3, 2), (4, 4), (16, 4)):
+        monkeypatch.setattr(bench.extras.os, "cpu_count", lambda cores=cores: cores)
+        assert bench.extras.all_cores_processes() == processes, cores
 
 
 def test_a_peer_run_with_a_short_final_is_not_complete_and_says_why(bench, monkeypatch):
