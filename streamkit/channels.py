@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .codecs import codec_for
+from .event_time import epoch_ms
 from .runtime.event import Event
 from .runtime.inbox import Batch, Subscriber
 from .transport.base import TP, Message
@@ -88,7 +89,7 @@ class _ChannelMessage(Message):
     __slots__ = ("_channel", "_key_obj", "_value_obj")
 
     def __init__(self, channel: Channel, offset: int, key: Any, value: Any, headers: list) -> None:
-        super().__init__(channel.name, 0, offset, None, None, headers, round(time.time() * 1000))
+        super().__init__(channel.name, 0, offset, None, None, headers, epoch_ms(time.time()))
         self._channel, self._key_obj, self._value_obj = channel, key, value
 
     @property

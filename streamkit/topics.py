@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from .codecs import Codec, codec_for
+from .event_time import epoch_ms
 from .runtime.context import ProcessingContext
 from .scheduled_sends import SENT
 from .transport.base import Headers, TopicSpec, delivery_position
@@ -118,7 +119,7 @@ class Topic:
         """
         if isinstance(headers, dict):
             headers = list(headers.items())
-        ts = round(timestamp * 1000) if timestamp is not None else None
+        ts = epoch_ms(timestamp) if timestamp is not None else None
         key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
         sensors = self.app.sensors
         if not sensors.active:
@@ -185,7 +186,7 @@ class Topic:
         is queued, or scheduled when the producer cannot take it yet (scheduled_sends.py: the
         checkpoint waits for it). ``await`` the result to wait until it is queued."""
         key_bytes, value_bytes = self.key_codec.encode(key), self.value_codec.encode(value)
-        ts = round(timestamp * 1000) if timestamp is not None else None
+        ts = epoch_ms(timestamp) if timestamp is not None else None
         app = self.app
         if not app.sensors.active and not app.scheduled_sends.pending:  # (those first: the records' order)
             producer = self.context.producer

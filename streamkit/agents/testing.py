@@ -31,6 +31,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from ..event_time import epoch_ms
 from ..runtime.event import Event
 from ..runtime.inbox import Batch, Subscriber
 from ..streams.stream import Stream, current_event
@@ -119,7 +120,7 @@ class AgentTestContext:
         keyless = partition is None and key_bytes is None
         if partition is None:
             partition = -1 if key_bytes is None else partition_for_key(key_bytes, self._partitions())
-        stamp = round((time.time() if timestamp is None else timestamp) * 1000)
+        stamp = epoch_ms(time.time() if timestamp is None else timestamp)
         message = Message(topic.name, partition, self._offset, key_bytes, value_bytes, list(headers or []), stamp)
         self._offset += 1
         event = Event(topic.key_codec.decode(key_bytes), topic.value_codec.decode(value_bytes), message)

@@ -22,6 +22,7 @@ import orjson
 
 from ..codecs import Codec
 from ..errors import ConfigurationError, DecodeError
+from ..event_time import epoch_ms
 from ..streams.stream import current_event
 from ..tables.table import _MISSING, Table
 from ..tables.values import TableEntries
@@ -38,9 +39,7 @@ def history_ms(history: Any) -> int:
 
 def when_ms(when: Any) -> int:
     """``when`` as epoch ms: a datetime, or epoch seconds (Faust's unit for times)."""
-    if isinstance(when, datetime):
-        return round(when.timestamp() * 1000)
-    return round(float(when) * 1000)
+    return epoch_ms(when if isinstance(when, datetime) else float(when))
 
 
 class VersionsCodec(Codec):
@@ -90,7 +89,7 @@ class VersionedTable(Table):
         event = current_event()
         if event is not None and event.timestamp is not None:
             return int(event.timestamp)
-        return round(app.clock.time() * 1000)
+        return epoch_ms(app.clock.time())
 
     def _versions(self, key: Any, *, writing: bool) -> tuple[bytes, Any, Versions]:
         key_bytes, part = self._locate(key, writing=writing)

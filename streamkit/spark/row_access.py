@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from pyspark.sql import Row
 
+from ..event_time import epoch_ms
 from ..transport.message import Headers, Message
 
 
@@ -39,7 +40,7 @@ def headers_of(row: Any) -> Headers:
 
 def millis(stamp: Any) -> int | None:
     """A row's Spark timestamp (a datetime) as the broker's milliseconds."""
-    return None if stamp is None else round(stamp.timestamp() * 1000)
+    return None if stamp is None else epoch_ms(stamp)
 
 
 def message_of(row: Any, *, partition: int | None = None, key: bytes | None = None) -> Message:

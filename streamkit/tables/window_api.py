@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..errors import ConfigurationError
+from ..event_time import epoch_ms
 from ..streams.stream import current_event
 from .sessions import SessionTable, SessionWindow
 from .sliding import SlidingTable, SlidingWindow
@@ -34,10 +35,8 @@ def _time_of_field(field: Any) -> Callable[[Any], int]:
 
     def time_of(value: Any) -> int:
         stamp = get(value)
-        if isinstance(stamp, datetime):
-            return round(stamp.timestamp() * 1000)
-        if isinstance(stamp, (int, float)):
-            return round(stamp * 1000)  # epoch seconds, as Faust reads them
+        if isinstance(stamp, (datetime, int, float)):
+            return epoch_ms(stamp)  # epoch seconds, as Faust reads them: the ms they fall in
         raise TypeError(f"the window's time field is {type(stamp).__name__}, not a datetime or epoch seconds")
 
     return time_of

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 import orjson
 
 from ..errors import ConfigurationError, StreamkitError
+from ..event_time import epoch_ms
 from ..streams.stream import current_event
 from ..transport.partitioner import partition_for_key
 from .late import describe_late
@@ -470,4 +471,4 @@ class WindowedTable(Table):
 
 def _wall_ms(clock: Any) -> int:
     """``clock``'s time (the app's: virtual in tests) in ms."""
-    return round(clock.time() * 1000)
+    return epoch_ms(clock.time())

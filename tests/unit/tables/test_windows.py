@@ -179,6 +179,52 @@ async def test_relative_to_field_reads_the_time_from_the_value():
         assert seen == [1, 2, 1]  # the record timestamps (now) play no part
 
 
+async def test_a_time_just_before_a_window_end_falls_in_that_window():
+    """An event at 59.9996 s is in the minute [0, 60), as Faust's float windows and Kafka's
+    truncated milliseconds place it; rounded to the nearest ms it went into the next minute
+    (the benchmarks' window finals were one short, once per user whose times end in .9995)."""
+    name = f"win-{uuid.uuid4().hex[:6]}"
+
+    class Tick(sk.Record):
+        user: str
+        ts: float
+
+    app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://")
+    ticks = app.topic("ticks", key_type=str, value_type=Tick, partitions=1)
+    per_minute = app.Table("per_minute", default=int).tumbling(60).relative_to_field(Tick.ts)
+    seen: list = []
+
+    @app.agent(ticks)
+    async def count(stream):
+        async for tick in stream:
+            per_minute[tick.user] += 1
+            seen.append(per_minute[tick.user].current())
+
+    async with app.running():
+        await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
+        base = 1_795_960_140.0  # a minute's start, in epoch seconds
+        for ts in (base + 0.0005, base + 59.9995556, base + 59.999999, base + 60.0):
+            await ticks.send(key="u", value=Tick("u", ts))
+        await wait_for(lambda: len(seen) == 4, 10, message="four ticks counted")
+        assert seen == [1, 2, 3, 1], seen  # 0.44 ms and 1 µs before the minute's end: still in it
+
+
+def test_event_times_are_the_millisecond_they_fall_in():
+    """Seconds (float, int) and datetimes to epoch ms: truncated, not rounded up; a whole number
+    of ms divided by 1000 comes back as itself (Faust's ``message.timestamp`` sent on)."""
+    from streamkit.event_time import epoch_ms
+
+    assert epoch_ms(1_795_960_199.9995556) == 1_795_960_199_999
+    assert epoch_ms(59.9996) == 59_999 and epoch_ms(60) == 60_000 and epoch_ms(0.0005) == 0
+    assert epoch_ms(-0.0005) == -1  # before 1970: the millisecond it falls in, as floor does
+    for ms in range(1_795_960_199_000, 1_795_960_201_000):  # every ms around a minute, as a float
+        assert epoch_ms(ms / 1000) == ms, ms
+    moment = datetime(2026, 11, 29, 13, 49, 59, 999_600, tzinfo=timezone.utc)
+    assert epoch_ms(moment) == int(moment.replace(microsecond=999_000).timestamp()) * 1000 + 999
+    assert epoch_ms(moment.replace(microsecond=999_999)) % 1000 == 999
+    assert epoch_ms(datetime(1970, 1, 1, tzinfo=timezone.utc)) == 0
+
+
 async def test_on_window_close_without_a_window_is_refused_at_start():
     name = f"win-{uuid.uuid4().hex[:6]}"
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://")
