@@ -61,13 +61,16 @@ def check_windows(rows: Iterable[Row], expected: Counter[tuple[str, int]]) -> di
     for key, value in _inserted(rows):
         user = value.get("user", key)
         emitted.setdefault((user, _start_seconds(float(value["start"]))), set()).add(int(value["value"]))
-    wrong = sum(1 for window, counts in emitted.items() if counts != {expected.get(window, 0)})
+    wrong_windows = sorted(window for window, counts in emitted.items() if counts != {expected.get(window, 0)})
+    wrong = len(wrong_windows)
     not_final = sum(1 for counts in emitted.values() if len(counts) > 1)
     coverage = len(emitted) / len(expected) if expected else 0.0
     ok = bool(emitted) and wrong == 0
+    examples = [f"{user} at {start}: {sorted(emitted[(user, start)])} for {expected.get((user, start), 0)}"
+                for user, start in wrong_windows[:3]]  # which, to look into: a count alone says too little
     return {"output_ok": ok, "check": f"{len(emitted):,} window finals, {wrong} wrong, {not_final} emitted with "
-            f"two counts, {coverage:.0%} of the input's windows", "windows_wrong": wrong,
-            "windows_not_final": not_final, "window_coverage": coverage}
+            f"two counts, {coverage:.0%} of the input's windows" + (f" (e.g. {'; '.join(examples)})" if examples else ""),
+            "windows_wrong": wrong, "windows_not_final": not_final, "window_coverage": coverage}
 
 
 def read_topic(broker: str, topic: str, timeout_s: float = 120.0) -> Iterator[Row]:

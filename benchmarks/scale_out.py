@@ -107,7 +107,9 @@ async def sample_until_idle(app: Any, input_topic: str, processed: dict[str, Any
             last = now
         samples.append((now, processed["n"]))
         if processed["n"] and now - last > IDLE_EXIT_S:
-            return {"assignments": changes, "last_record_at": last, "processed": processed["n"], "samples": samples}
+            late = sum(getattr(table, "late_records", 0) for table in app.tables.values())  # windowed: dropped
+            return {"assignments": changes, "last_record_at": last, "processed": processed["n"], "samples": samples,
+                    "late_records": late}
 
 
 async def worker_main(args: argparse.Namespace) -> None:
@@ -170,7 +172,7 @@ def stable_window(results: list[dict[str, Any]], workers: int) -> dict[str, Any]
     start = max(t for t, _ in last_change)
     split = [sorted(p) for _, p in last_change]
     base = {"workers": workers, "partitions": [len(p) for p in split], "split": split,
-            "processed": [r["processed"] for r in results]}
+            "processed": [r["processed"] for r in results], "late_records": sum(r.get("late_records", 0) for r in results)}
     problem = split_problem(split)
     if problem is not None:
         return {**base, "error": problem}
@@ -359,12 +361,13 @@ def measure(broker: str, driver: str, input_topic: str, workers: int, timeout: f
 
 def describe(result: dict[str, Any]) -> str:
     """One line for a run: its rate and split, or why it failed (naming the split)."""
+    late = f", {result['late_records']:,} late records dropped" if result.get("late_records") else ""
     if "error" in result:
-        return f"FAILED {result['error']}"
+        return f"FAILED {result['error']}{late}"
     output = (f"{result['outputs']:,} outputs, {result['distinct_ids']:,} distinct ids" if "outputs" in result
               else result["check"])
     return (f"{result['records_per_s']:,.0f} rec/s over {result['window_s']:.1f}s, "
-            f"split {describe_split(result['split'])}, {output}")
+            f"split {describe_split(result['split'])}, {output}{late}")
 
 
 MODES = (("one", 1, False), ("two", 2, False), ("two_one_command", 2, True))

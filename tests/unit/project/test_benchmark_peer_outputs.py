@@ -146,6 +146,8 @@ def test_a_peer_run_with_a_short_final_is_not_complete_and_says_why(bench, monke
     result = {"consumed": 300, "output_ok": None}
     bench.run.check_peer("pathway-windowed-all-cores", args, "in", "out", result)
     assert result["output_ok"] is False and "1 wrong" in result["check"], result
+    wrong = f"(e.g. {user} at {value['start'] // 1000}: [{value['value'] - 1}] for {value['value']})"
+    assert wrong in result["check"], result  # which window, what came out, what the input holds
     assert "one event time over all partitions" in result["check"]  # Pathway's caveat, printed
     monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(finals))
     fine = {"consumed": 300, "output_ok": None}
