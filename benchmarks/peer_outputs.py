@@ -34,6 +34,11 @@ def window_start(ts: float) -> int:
     return int(math.floor(ts / WINDOW_S) * WINDOW_S)
 
 
+def plain_key(key: str) -> str:
+    """A key as the input's ``user`` field: streamkit's JSON str keys come quoted (``"user-7"``)."""
+    return key[1:-1] if len(key) > 1 and key[0] == key[-1] == '"' else key
+
+
 def _inserted(rows: Iterable[Row]) -> Iterable[Row]:
     return (row for row in rows if row[1].get("diff", 1) == 1)
 
@@ -42,7 +47,7 @@ def check_counts(rows: Iterable[Row], consumed: int) -> dict[str, Any]:
     """Count per key: the per-key maxima sum to the records consumed."""
     last: dict[str, int] = {}
     for key, value in _inserted(rows):
-        user = value.get("user", key)
+        user = value.get("user") or plain_key(key)
         last[user] = max(last.get(user, 0), int(value["count"]))
     total = sum(last.values())
     ok = total == consumed
@@ -59,7 +64,7 @@ def check_windows(rows: Iterable[Row], expected: Counter[tuple[str, int]]) -> di
     """Window finals: each emitted count is the input's for that key and window, and only one."""
     emitted: dict[tuple[str, int], set[int]] = {}
     for key, value in _inserted(rows):
-        user = value.get("user", key)
+        user = value.get("user") or plain_key(key)
         emitted.setdefault((user, _start_seconds(float(value["start"]))), set()).add(int(value["value"]))
     wrong_windows = sorted(window for window, counts in emitted.items() if counts != {expected.get(window, 0)})
     wrong = len(wrong_windows)

@@ -230,18 +230,13 @@ def check_outputs(broker: str, kind: str, input_topic: str, output: str, expecte
         found: dict[str, Any] = {"outputs": count, "distinct_ids": len(ids)}
         problem = outputs_problem(expected, count, ids)
     else:
-        rows = ((_user(key), value) for key, value in read_topic(broker, output, timeout_s=300))
+        rows = read_topic(broker, output, timeout_s=300)
         if kind == "stateful":
             found = check_counts(rows, expected)
         else:
             found = check_windows(rows, expected_windows(read_topic(broker, input_topic, timeout_s=300)))
         problem = None if found["output_ok"] else found["check"]
     return found if problem is None else {**found, "error": problem}
-
-
-def _user(key: str) -> str:
-    """A table key as the output carries it (JSON: ``"user-7"``), as the input's ``user`` field."""
-    return key[1:-1] if len(key) > 1 and key[0] == key[-1] == '"' else key
 
 
 def outputs_problem(expected: int, count: int, ids: set[int]) -> str | None:

@@ -144,14 +144,14 @@ def test_a_peer_run_with_a_short_final_is_not_complete_and_says_why(bench, monke
     monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(short))
     args = SimpleNamespace(broker="127.0.0.1:1", input_windows=expected)
     result = {"consumed": 300, "output_ok": None}
-    bench.run.check_peer("pathway-windowed-all-cores", args, "in", "out", result)
+    bench.run.check_values("pathway-windowed-all-cores", args, "in", "out", result)
     assert result["output_ok"] is False and "1 wrong" in result["check"], result
     wrong = f"(e.g. {user} at {value['start'] // 1000}: [{value['value'] - 1}] for {value['value']})"
     assert wrong in result["check"], result  # which window, what came out, what the input holds
     assert "one event time over all partitions" in result["check"]  # Pathway's caveat, printed
     monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(finals))
     fine = {"consumed": 300, "output_ok": None}
-    bench.run.check_peer("bytewax-windowed", args, "in", "out", fine)
+    bench.run.check_values("bytewax-windowed", args, "in", "out", fine)
     assert fine["output_ok"] is True and "0 wrong" in fine["check"], fine
 
 
@@ -167,3 +167,34 @@ def test_a_failed_install_of_their_venv_is_a_reason_to_skip_not_a_crash(bench, m
     python, why = bench.dataflow.ensure_venv(log=lambda line: None)
     assert python is None and "No matching distribution found for pathway" in why, why
     assert not (tmp_path / "venv" / ".installed").exists()
+
+
+def test_streamkits_own_counts_and_finals_are_checked_by_value(bench, monkeypatch):
+    """streamkit's stateful, fold and windowed scenarios get the peers' value checks: its keys
+    come JSON-quoted and its finals carry no user field, so the key names the user."""
+    rows = orders(300)
+    expected, finals = window_finals(rows)
+    quoted = [(f'"{user}"', value) for user, value in finals]
+    short = [(quoted[0][0], {**quoted[0][1], "value": quoted[0][1]["value"] - 1})] + quoted[1:]
+    args = SimpleNamespace(broker="127.0.0.1:1", input_windows=expected, exact_counts=True)
+    monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(short))
+    result = {"consumed": 300, "output_ok": None}
+    bench.run.check_values("streamkit-confluent-windowed", args, "in", "out", result)
+    assert result["output_ok"] is False and "1 wrong" in result["check"], result
+    monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(quoted))
+    right = {"consumed": 300, "output_ok": None}
+    bench.run.check_values("streamkit-aiokafka-windowed", args, "in", "out", right)
+    assert right["output_ok"] is True and "0 wrong" in right["check"], right
+    counts = [(f'"{key}"', value) for key, value in counts_per_record(rows)]
+    monkeypatch.setattr(bench.run, "read_topic", lambda broker, topic: iter(counts))
+    for scenario in ("streamkit-aiokafka-fold", "streamkit-confluent-stateful"):
+        counted = {"consumed": 300, "output_ok": True}
+        bench.run.check_values(scenario, args, "in", "out", counted)
+        assert counted["output_ok"] is True and counted["check"] == "counts per key sum to 300 of 300 consumed"
+    stateless = {"consumed": 300, "output_ok": True}
+    bench.run.check_values("streamkit-confluent-eos", args, "in", "out", stateless)
+    assert "check" not in stateless  # one output per input: its count is its check
+    dev = SimpleNamespace(broker="127.0.0.1:1", input_windows=expected, exact_counts=False)
+    unread = {"consumed": 300, "output_ok": None}
+    bench.run.check_values("streamkit-confluent-windowed", dev, "in", "out", unread)
+    assert unread == {"consumed": 300, "output_ok": None}  # the dev broker's ends are inexact: not vouched for
