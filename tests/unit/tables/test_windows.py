@@ -152,18 +152,23 @@ async def test_recovery_restores_the_windows_and_the_stream_time(tmp_path):
         assert seen[-1] == ("a", 2)  # the recovered window kept counting
 
 
-async def counts_per_minute(times: list) -> list:
-    """Each record's count in its minute, with ``times`` in a field of the value (a datetime or
-    epoch seconds): a tumbling window relative_to_field, one key."""
+class Click(sk.Record):
+    user: str
+    at: datetime
+
+
+class Tick(sk.Record):
+    user: str
+    at: float  # epoch seconds
+
+
+async def counts_per_minute(record: type, times: list) -> list:
+    """Each record's count in its minute, with ``times`` in the ``at`` field of ``record`` (a
+    datetime or epoch seconds): a tumbling window relative_to_field, one key."""
     name = f"win-{uuid.uuid4().hex[:6]}"
-
-    class Click(sk.Record):
-        user: str
-        at: datetime | float
-
     app = sk.App(name, broker=f"memory://{name}", driver="memory", web_enabled=False, store="memory://")
-    clicks = app.topic("clicks", key_type=str, value_type=Click, partitions=1)
-    views = app.Table("views", default=int).tumbling(60).relative_to_field(Click.at)
+    clicks = app.topic("clicks", key_type=str, value_type=record, partitions=1)
+    views = app.Table("views", default=int).tumbling(60).relative_to_field(record.at)
     seen: list = []
 
     @app.agent(clicks)
@@ -175,14 +180,14 @@ async def counts_per_minute(times: list) -> list:
     async with app.running():
         await wait_for(lambda: app.runtime.assigned and app.runtime.tables.ready, 10, message="ready")
         for at in times:
-            await clicks.send(key="u", value=Click("u", at))
+            await clicks.send(key="u", value=record("u", at))
         await wait_for(lambda: len(seen) == len(times), 10, message="every click counted")
     return seen
 
 
 async def test_relative_to_field_reads_the_time_from_the_value():
     base = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    seen = await counts_per_minute([base.replace(minute=m, second=s) for m, s in ((0, 1), (0, 59), (1, 0))])
+    seen = await counts_per_minute(Click, [base.replace(minute=m, second=s) for m, s in ((0, 1), (0, 59), (1, 0))])
     assert seen == [1, 2, 1]  # the record timestamps (now) play no part
 
 
@@ -191,7 +196,7 @@ async def test_a_time_just_before_a_window_end_falls_in_that_window():
     truncated milliseconds place it; rounded to the nearest ms it went into the next minute
     (the benchmarks' window finals were one short, once per user whose times end in .9995)."""
     base = 1_795_960_140.0  # a minute's start, in epoch seconds
-    seen = await counts_per_minute([base + 0.0005, base + 59.9995556, base + 59.999999, base + 60.0])
+    seen = await counts_per_minute(Tick, [base + 0.0005, base + 59.9995556, base + 59.999999, base + 60.0])
     assert seen == [1, 2, 3, 1], seen  # 0.44 ms and 1 µs before the minute's end: still in it
 
 
