@@ -129,6 +129,36 @@ def _from_model(tp: type) -> Callable[[Any], Any]:
     return conv
 
 
+_NUMBERS = (int, float, Decimal)
+
+
+def _union(members: list[Any]) -> Converter:
+    """A real union (``datetime | float``), converted as msgspec's typed decoder (the codec's
+    other path) reads one: a value whose JSON kind is a member's own stays as it is (a str in
+    ``str | datetime``), a number goes to a numeric member first (never a timestamp when
+    ``float`` is there), else the first member in declared order that takes it."""
+    converters = [compile_converter(member) for member in members]
+    if any(convert is None for convert in converters):  # Any, or a type taken as JSON gave it
+        return None
+    numeric = [c for m, c in zip(members, converters, strict=True) if m in _NUMBERS]
+    kinds = tuple(m for m in members if m in (str, int, float, bool, list, dict))
+    names = " | ".join(getattr(m, "__name__", str(m)) for m in members)
+
+    def conv(value: Any) -> Any:
+        if type(value) in kinds:
+            return value
+        tries = converters if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            else numeric + converters
+        for convert in tries:
+            try:
+                return convert(value)  # type: ignore[misc]  # none is None (checked above)
+            except ValidationError:
+                continue
+        _fail(names, value)
+
+    return conv
+
+
 def compile_converter(hint: Any) -> Converter:
     """A function that validates/converts a decoded JSON value to ``hint``; None = passthrough."""
     if hint is Any or hint is object or hint is None or hint is type(None):
@@ -138,7 +168,8 @@ def compile_converter(hint: Any) -> Converter:
         args = [a for a in typing.get_args(hint) if a is not type(None)]
         if len(args) == 1:
             return _optional(compile_converter(args[0]))
-        return None  # a real union: accept what JSON gave
+        union = _union(args)
+        return union if len(args) == len(typing.get_args(hint)) else _optional(union)
     if origin in (list, set, tuple, frozenset, typing.Sequence) or hint in (list,):
         items = typing.get_args(hint)
         conv = _to_list(compile_converter(items[0]) if items else None)
